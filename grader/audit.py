@@ -1,0 +1,116 @@
+"""The suite audit: does each hidden suite tell right from wrong?
+
+For every task: the reference must score 100%, the stub 0, every mutant must lose points with
+a failing test whose concept is the one the mutant broke, and every alternative correct
+solution must score 100% (a miss there is a false reject). All runs go through the official
+grading path (worker backend, visible + hidden suites).
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader import runner
+from grader.tasks import EXERCISES, SOLUTIONS, Task
+from grader.variants import materialize, variants_of
+
+
+@dataclass
+class AuditEntry:
+    task: str
+    name: str
+    kind: str                       # "reference", "stub", "mutant" or "alternative"
+    concept: str | None = None
+    points: float = 0.0
+    max_points: float = 0.0
+    failing_concepts: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def killed(self) -> bool:
+        return self.max_points > 0 and self.points < self.max_points
+
+    @property
+    def ok(self) -> bool:
+        if self.problems:
+            return False
+        if self.kind in ("reference", "alternative"):
+            return self.max_points > 0 and self.points == self.max_points
+        if self.kind == "stub":
+            return self.points == 0
+        return self.killed and self.concept in self.failing_concepts
+
+    @property
+    def verdict(self) -> str:
+        if self.problems:
+            return "problem: " + "; ".join(self.problems)
+        if self.kind == "mutant":
+            if not self.killed:
+                return "SURVIVED: lost no points"
+            if self.concept not in self.failing_concepts:
+                return f"killed, but no failing test names {self.concept!r}"
+            return "killed"
+        if self.kind == "stub":
+            return "scores 0" if self.ok else "stub earns points"
+        return "full marks" if self.ok else "FALSE REJECT: lost points"
+
+
+@dataclass
+class TaskAudit:
+    task: str
+    entries: list[AuditEntry]
+
+    def _of(self, kind):
+        return [e for e in self.entries if e.kind == kind]
+
+    @property
+    def kill_rate(self) -> float:
+        mutants = self._of("mutant")
+        return sum(e.ok for e in mutants) / len(mutants) if mutants else 0.0
+
+    @property
+    def false_rejects(self) -> int:
+        return sum(not e.ok for e in self._of("alternative"))
+
+    @property
+    def ok(self) -> bool:
+        return bool(self._of("mutant")) and bool(self._of("alternative")) and all(e.ok for e in self.entries)
+
+    def to_json(self) -> dict:
+        return {"task": self.task, "ok": self.ok, "kill_rate": self.kill_rate, "false_rejects": self.false_rejects,
+                "entries": [{**vars(e), "ok": e.ok, "verdict": e.verdict} for e in self.entries]}
+
+
+def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess") -> list[TaskAudit]:
+    with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch:
+        plans = [plan for task in tasks for plan in _plans(task, Path(scratch), backend)]
+        reports = runner.run_many([job for _, job in plans], jobs)
+    by_task: dict[str, list[AuditEntry]] = {t.name: [] for t in tasks}
+    for (entry, _), report in zip(plans, reports):
+        _score(entry, report)
+        by_task[entry.task].append(entry)
+    return [TaskAudit(name, entries) for name, entries in by_task.items()]
+
+
+def _plans(task: Task, scratch: Path, backend: str) -> list[tuple[AuditEntry, runner.GradingRun]]:
+    plans = [(AuditEntry(task.name, "reference", "reference"), runner.GradingRun(SOLUTIONS, [task], backend=backend)),
+             (AuditEntry(task.name, "stub", "stub"), runner.GradingRun(EXERCISES, [task], backend=backend))]
+    for variant in variants_of(task):
+        tree = materialize(task, variant, scratch / task.name)
+        # A mutant's verdict is settled once a test of its concept fails: stop there.
+        extra = ["--stop-on-concept", variant.concept] if variant.kind == "mutant" else []
+        plans.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept),
+                      runner.GradingRun(tree, [task], backend=backend, extra_args=extra)))
+    return plans
+
+
+def _score(entry: AuditEntry, report: dict) -> None:
+    tasks = [t for t in report["tasks"] if t["task"] == entry.task]
+    entry.problems = list(report["problems"]) + ([] if tasks else ["no result for the task"])
+    if not tasks:
+        return
+    result = tasks[0]
+    entry.points, entry.max_points = result["points"], result["max_points"]
+    entry.failing_concepts = sorted({t["concept"] for t in result["tests"]
+                                     if t["graded"] and t["status"] != "passed" and t["concept"]})

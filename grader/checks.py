@@ -1,0 +1,88 @@
+"""Assertions for the suites, with feedback that teaches without leaking.
+
+A failure says what was checked, expected vs got for shape and dtype, the first (or worst)
+mismatching index with both values there, and the error size; never the whole hidden input
+or output.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+from grader.loading import load_module
+
+# Every hypothesis test in the suites: the same examples on every run (derandomized), no
+# example database written into the course tree, no per-example deadline on slow machines.
+GRADING = settings(derandomize=True, database=None, deadline=None, max_examples=25,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                          HealthCheck.differing_executors])
+
+
+def sibling_module(test_file: str, name: str):
+    """Import `name`.py from the folder of `test_file` (suite folders are not packages)."""
+    return load_module(Path(test_file).with_name(f"{name}.py"))
+
+
+def to_numpy(value) -> np.ndarray:
+    """An array or tensor as a NumPy array (bfloat16 widened to float32)."""
+    if hasattr(value, "detach"):
+        tensor = value.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            tensor = tensor.float()
+        return tensor.numpy()
+    return np.asarray(value)
+
+
+def check_array(got, *, what: str, shape=None, dtype=None, tensor: bool = False) -> None:
+    """Type, shape and (optionally) dtype of a result."""
+    expected_type = "a torch tensor" if tensor else "a NumPy array"
+    is_right_type = hasattr(got, "detach") if tensor else isinstance(got, np.ndarray)
+    assert is_right_type, f"{what}: expected {expected_type}, got {type(got).__name__}"
+    if shape is not None:
+        assert tuple(got.shape) == tuple(shape), f"{what}: expected shape {tuple(shape)}, got {tuple(got.shape)}"
+    if dtype is not None:
+        assert got.dtype == dtype, f"{what}: expected dtype {dtype}, got {got.dtype}"
+
+
+def assert_close(got, expected, *, what: str, rtol: float, atol: float, tensor: bool = False) -> None:
+    """Same shape, no NaN where the reference has none, values within atol + rtol * |expected|."""
+    check_array(got, what=what, shape=np.shape(expected), tensor=tensor)
+    g = to_numpy(got).astype(np.float64)
+    e = to_numpy(expected).astype(np.float64)
+    bad_nan = np.isnan(g) & ~np.isnan(e)
+    if bad_nan.any():
+        index = _index(np.argwhere(bad_nan)[0])
+        raise AssertionError(f"{what}: got NaN at index {index} ({int(bad_nan.sum())} NaN values in all) "
+                             f"where the reference is {e[index]:.6g}")
+    bad_inf = np.isinf(g) & ~np.isinf(e)
+    if bad_inf.any():
+        index = _index(np.argwhere(bad_inf)[0])
+        raise AssertionError(f"{what}: got {g[index]} at index {index} where the reference is finite "
+                             f"({e[index]:.6g}): an overflow?")
+    with np.errstate(invalid="ignore"):
+        error = np.abs(g - e)
+        error = np.where(np.isnan(e) | (np.isinf(e) & (g == e)), 0.0, error)
+        excess = error - (atol + rtol * np.abs(e))
+    if (excess > 0).any():
+        index = _index(np.unravel_index(np.argmax(excess), excess.shape))
+        raise AssertionError(
+            f"{what}: {int((excess > 0).sum())} of {excess.size} values differ from the reference "
+            f"(tolerance {atol:g} + {rtol:g} * |reference|); the worst at index {index}: "
+            f"got {g[index]:.10g}, expected {e[index]:.10g}, max abs error {np.max(error):.3g}")
+
+
+def assert_equal(got, expected, *, what: str, tensor: bool = False) -> None:
+    """Exact equality (masks, ids, counts), reporting the first mismatching index."""
+    check_array(got, what=what, shape=np.shape(expected), tensor=tensor)
+    g, e = to_numpy(got), to_numpy(expected)
+    mismatch = g != e
+    if mismatch.any():
+        index = _index(np.argwhere(mismatch)[0])
+        raise AssertionError(f"{what}: {int(mismatch.sum())} of {mismatch.size} entries differ; the first at "
+                             f"index {index}: got {g[index]!r}, expected {e[index]!r}")
+
+
+def _index(position) -> tuple[int, ...]:
+    return tuple(int(i) for i in position)

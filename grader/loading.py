@@ -1,0 +1,76 @@
+"""Loading a learner's module by path, and describing what it raised without showing anything
+but the learner's own code."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+MESSAGE_LIMIT = 1500
+
+
+class StudentImportError(Exception):
+    """The learner's module is missing or could not be imported."""
+
+
+def module_name_for(path: Path) -> str:
+    digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:10]
+    return f"submitted_{Path(path).stem}_{digest}"
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import the file at `path` under a private name. Anything it raises at import time,
+    SystemExit included, becomes a StudentImportError that says what and where."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudentImportError(f"{path.name} was not found (looked for {path})")
+    name = module_name_for(path)
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module          # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:        # SyntaxError, ImportError, SystemExit, ...
+        del sys.modules[name]
+        raise StudentImportError(f"{path.name} could not be imported: {format_error(describe(exc, path))}") from None
+    return module
+
+
+def describe(exc: BaseException, student_file: Path) -> dict:
+    """The exception as data: its type, message and the frames that lie in the learner's file.
+    Frames of the tests and probes are left out, so feedback never shows hidden code."""
+    student_file = str(Path(student_file).resolve())
+    frames = [{"line": f.lineno, "function": f.name, "code": (f.line or "").strip()}
+              for f in traceback.extract_tb(exc.__traceback__)
+              if str(Path(f.filename).resolve()) == student_file]
+    if isinstance(exc, SyntaxError) and exc.filename and str(Path(exc.filename).resolve()) == student_file:
+        frames.append({"line": exc.lineno, "function": "<module>", "code": (exc.text or "").strip()})
+    message = str(exc)
+    if len(message) > MESSAGE_LIMIT:
+        message = message[:MESSAGE_LIMIT] + " ..."
+    return {"type": type(exc).__name__, "message": message, "file": Path(student_file).name,
+            "frames": frames[-3:]}
+
+
+def plain_error(student_file: Path, type_name: str, message: str) -> dict:
+    """An error of the learner's code that has no traceback worth showing."""
+    return {"type": type_name, "message": message, "file": Path(student_file).name, "frames": []}
+
+
+def missing_function(student_file: Path, function: str) -> dict:
+    return plain_error(student_file, "AttributeError", f"{Path(student_file).name} defines no function {function!r}")
+
+
+def format_error(info: dict) -> str:
+    text = f"{info['type']}: {info['message']}" if info["message"] else info["type"]
+    if info["frames"]:
+        last = info["frames"][-1]
+        text += f" ({info['file']}, line {last['line']}, in {last['function']}: {last['code']})"
+    return text

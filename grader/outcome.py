@@ -1,0 +1,65 @@
+"""From pytest's phase reports to one status and one piece of feedback per test.
+
+Feedback is built from exception messages only, never from pytest's long report, so a learner
+never sees hidden test source. For hidden suites, the explanation pytest's assertion
+rewriting appends (which quotes the test's expressions) is cut off as well.
+"""
+from __future__ import annotations
+
+from grader.loading import StudentImportError
+from grader.submission import StudentError, SubmissionFailure, is_test_timeout
+
+GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
+FEEDBACK_LIMIT = 2000
+OUTPUT_LIMIT = 2000
+
+
+def phase_outcome(when: str, report, excinfo, hidden: bool) -> tuple[str, str, bool] | None:
+    """(status, feedback, graded) for one phase, or None when the phase passed."""
+    if report.passed:
+        return None
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        return "skipped", reason, reason != GPU_SKIP_REASON
+    exc = excinfo.value if excinfo is not None else None
+    if isinstance(exc, StudentImportError):
+        return "error", str(exc), True
+    if isinstance(exc, StudentError) and exc.not_implemented:
+        return "failed", f"{exc.function}() is not implemented yet: {exc.info['message']}", True
+    if isinstance(exc, SubmissionFailure):
+        return exc.status, str(exc), True
+    if exc is not None and is_test_timeout(exc):
+        return "timeout", f"the test did not finish in time ({exc})", True
+    if when != "call":
+        detail = f"{type(exc).__name__}: {exc}" if exc is not None else "see the log"
+        return "error", f"the test could not be {'set up' if when == 'setup' else 'cleaned up'}: {detail}", True
+    if isinstance(exc, AssertionError):
+        return "failed", _assertion_message(exc, hidden) or "a check failed", True
+    if exc is None:       # an xfail that passed, or a report without exception info
+        return "failed", "the test did not pass", True
+    return "failed", f"the check could not be completed: {type(exc).__name__}: {exc}", True
+
+
+def _assertion_message(exc: AssertionError, hidden: bool) -> str:
+    text = str(exc)
+    if hidden:
+        # pytest's rewritten message is "<user message>\nassert <expression>\n + where ...".
+        text = "" if text.startswith("assert ") else text.split("\nassert ", 1)[0]
+    return text.strip()
+
+
+def with_concept(feedback: str, concept: str | None) -> str:
+    """Feedback ends by sending the learner to the README section of the test's concept,
+    unless it already points there (a stub's NotImplementedError does)."""
+    if concept and "README" not in feedback:
+        feedback = f"{feedback}\nReread: README section \"{concept}\"."
+    return truncate(feedback, FEEDBACK_LIMIT)
+
+
+def truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + "\n... (truncated)"
+
+
+def tail(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    return text if len(text) <= limit else "(earlier output cut)\n" + text[-limit:]

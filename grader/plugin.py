@@ -1,0 +1,260 @@
+"""The pytest plugin (entry point `pytest11`): options, markers, the `submission` fixture and
+the score report. One hook per concern; every option is registered here.
+
+It acts only on tests that live in a task folder (`exercises/NN_name/` or
+`tests/hidden/NN_name/`); any other test runs as if the plugin were absent.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.outcome import GPU_SKIP_REASON, OUTPUT_LIMIT, phase_outcome, tail, truncate, with_concept
+from grader.record import git_commit, new_run_id, run_record
+from grader.report import ScoreReport, TaskResult, TestResult
+from grader.submission import InProcessBackend, Submission, WorkerBackend
+from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, Task, locate_module, task_of_path
+
+BACKENDS = ("inprocess", "worker")
+CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
+_SESSION = pytest.StashKey["GradingSession"]()
+_OUTPUT = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("grader", "grading the course's exercises")
+    group.addoption("--impl", default=os.environ.get("GRADER_IMPL"), metavar="DIR",
+                    help="tree holding NN_name/<module>.py to test (env GRADER_IMPL; default: exercises/)")
+    group.addoption("--backend", choices=BACKENDS, default=os.environ.get("GRADER_BACKEND", "inprocess"),
+                    help="run learner code in this process or in an isolated worker (env GRADER_BACKEND)")
+    group.addoption("--grader-seed", type=int, default=int(os.environ.get("GRADER_SEED", "0")),
+                    help="seed of the `seed` and `rng` fixtures (env GRADER_SEED; default 0)")
+    group.addoption("--score-report", metavar="PATH", help="write the score report as JSON to PATH")
+    group.addoption("--worker-logs", metavar="DIR", help="keep the workers' output logs in DIR")
+    group.addoption("--stop-on-concept", metavar="CONCEPT",
+                    help="stop once a test of this concept has failed (used by `grader audit`)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "points(n): the test is worth n points in the score report")
+    config.addinivalue_line("markers", "concept(name): the README section a failure sends the learner to")
+    config.addinivalue_line("markers", "gpu: needs CUDA; skipped and not graded on machines without it")
+    grading = config.stash[_SESSION] = GradingSession(config)
+    config.pluginmanager.register(ReportHooks(grading), "grader-report")
+
+
+class GradingSession:
+    """State of one pytest run: the backends per task and the results collected so far."""
+
+    def __init__(self, config):
+        self.config = config
+        self.started = datetime.now(timezone.utc)
+        self.run_id = new_run_id(self.started)
+        impl = config.getoption("impl")
+        self.impl = Path(impl).resolve() if impl else EXERCISES
+        self.backend_kind = config.getoption("backend")
+        self.seed = config.getoption("grader_seed")
+        self.results: dict[str, TestResult] = {}
+        self.tasks: dict[str, Task] = {}
+        self.problems: list[str] = []
+        self.stopped_early: str | None = None
+        self._backends: dict[str, object] = {}
+        self._logs = config.getoption("worker_logs")
+        self._tmp_logs = None
+
+    def backend_for(self, task: Task):
+        if task.name not in self._backends:
+            module_path = locate_module(self.impl, task)
+            if self.backend_kind == "worker":
+                self._backends[task.name] = WorkerBackend(module_path, self._log_dir() / f"{task.name}.log")
+            else:
+                self._backends[task.name] = InProcessBackend(module_path)
+        return self._backends[task.name]
+
+    def _log_dir(self) -> Path:
+        if self._logs:
+            Path(self._logs).mkdir(parents=True, exist_ok=True)
+            return Path(self._logs)
+        if self._tmp_logs is None:
+            self._tmp_logs = tempfile.TemporaryDirectory(prefix="grader-logs-")
+        return Path(self._tmp_logs.name)
+
+    def worker_startup_seconds(self) -> list[float]:
+        return [s for b in self._backends.values() for s in getattr(b, "startup_seconds", [])]
+
+    def close(self) -> None:
+        for backend in self._backends.values():
+            backend.close()
+        if self._tmp_logs is not None:
+            self._tmp_logs.cleanup()
+
+    # ------------------------------------------------------------ results
+
+    def observe(self, item, when: str, report, excinfo) -> None:
+        task = task_of_path(item.path)
+        result = self.results.get(item.nodeid)
+        if result is None:
+            self.tasks.setdefault(task.name, task)
+            result = self.results[item.nodeid] = _new_result(item, task)
+        result.duration_s = round(result.duration_s + report.duration, 3)
+        outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden")
+        if outcome is not None and result.status == "passed":
+            status, feedback, graded = outcome
+            result.status, result.graded = status, graded
+            result.feedback = with_concept(feedback, result.concept) if status != "skipped" else feedback
+        if when == "call":
+            result.output = tail(report.capstdout + report.capstderr)
+        if when == "teardown" and _OUTPUT in item.stash:
+            result.output = tail(result.output + item.stash[_OUTPUT], OUTPUT_LIMIT)
+
+    def build_report(self) -> ScoreReport:
+        finished = datetime.now(timezone.utc)
+        tasks = []
+        for name in sorted(self.tasks):
+            task = self.tasks[name]
+            tasks.append(TaskResult(task.name, task.title, self._module_info(task),
+                                    [r for r in self.results.values() if r.task == name]))
+        report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": git_commit(self.impl)},
+                             tasks=tasks, problems=list(self.problems), stopped_early=self.stopped_early)
+        total = report.total()
+        startup = self.worker_startup_seconds()
+        metrics = {"score": total["points"], "max_score": total["max_points"], "percent": total["percent"],
+                   "tests": len(self.results),
+                   "worker_startup_s": round(max(startup), 3) if startup else None}
+        config = {"backend": self.backend_kind, "impl": str(self.impl), "tasks": sorted(self.tasks),
+                  "args": [str(a) for a in self.config.args]}
+        report.run = run_record(run_id=self.run_id, started=self.started, finished=finished,
+                                commit=git_commit(COURSE_ROOT), config=config, seed=self.seed,
+                                metrics=metrics)
+        return report
+
+    def _module_info(self, task: Task) -> dict:
+        path = locate_module(self.impl, task)
+        found = path.is_file()
+        return {"path": str(path), "found": found,
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest() if found else None}
+
+
+def _new_result(item, task: Task) -> TestResult:
+    points = item.get_closest_marker("points")
+    if points is None or not points.args:
+        raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.points(n): every graded test declares its points")
+    concept = item.get_closest_marker("concept")
+    doc = (getattr(item, "function", None).__doc__ or "").strip()
+    title = doc.splitlines()[0] if doc else item.name.removeprefix("test_").replace("_", " ")
+    suite = "hidden" if Path(item.path).resolve().is_relative_to(HIDDEN) else "visible"
+    return TestResult(id=item.nodeid, task=task.name, suite=suite, title=title, status="passed",
+                      graded=True, max_points=float(points.args[0]),
+                      concept=concept.args[0] if concept else None)
+
+
+def _in_task(item) -> bool:
+    return task_of_path(item.path) is not None
+
+
+# ---------------------------------------------------------------- hooks
+
+class ReportHooks:
+    """The hooks that feed and publish the session's results (registered per run)."""
+
+    def __init__(self, grading: GradingSession):
+        self.grading = grading
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            if _in_task(item):
+                _new_result(item, task_of_path(item.path))   # fail fast on a test without points
+
+    def pytest_collectreport(self, report):
+        if report.failed and task_of_path(Path(str(report.fspath))) is not None:
+            last_line = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""
+            self.grading.problems.append(f"could not collect {report.nodeid}: {truncate(last_line, 300)}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        if _in_task(item):
+            self.grading.observe(item, call.when, report, call.excinfo)
+        return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        result = yield
+        concept = item.config.getoption("stop_on_concept")
+        outcome = self.grading.results.get(item.nodeid)
+        if concept and outcome and outcome.concept == concept and outcome.status != "passed":
+            self.grading.stopped_early = item.session.shouldstop = f"a test of concept {concept!r} failed"
+        return result
+
+    def pytest_sessionfinish(self, session):
+        path = session.config.getoption("score_report")
+        if path:
+            self.grading.build_report().write(Path(path))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.grading.results:
+            return
+        report = self.grading.build_report()
+        terminalreporter.section("score")
+        for task in report.tasks:
+            extra = f"  (+{task.not_graded_points:g} not graded here: needs a GPU)" if task.not_graded_points else ""
+            terminalreporter.write_line(f"{task.task}: {task.points:g} / {task.max_points:g} points{extra}")
+        for problem in report.problems:
+            terminalreporter.write_line(f"problem: {problem}", red=True)
+
+    def pytest_unconfigure(self):
+        self.grading.close()
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("gpu") is not None:
+        import torch
+        if not torch.cuda.is_available():
+            pytest.skip(GPU_SKIP_REASON)
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture
+def submission(request):
+    """The learner's module for the task this test file belongs to (see grader.submission)."""
+    grading = request.config.stash[_SESSION]
+    task = task_of_path(request.path)
+    if task is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses `submission` outside a task folder")
+    backend = grading.backend_for(task)
+    deadline = time.monotonic() + _test_timeout(request.node) - CALL_MARGIN_S
+    mark = backend.output_mark()
+    backend.start(deadline)
+    yield Submission(backend, deadline)
+    request.node.stash[_OUTPUT] = backend.output_since(mark)
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """The run's seed (`--grader-seed`), recorded in the score report."""
+    return request.config.stash[_SESSION].seed
+
+
+@pytest.fixture
+def rng(request, seed) -> np.random.Generator:
+    """A NumPy generator seeded by the run's seed and the test's id: reproducible per test."""
+    digest = hashlib.sha256(f"{seed}:{request.node.nodeid}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _test_timeout(item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and (marker.args or "timeout" in marker.kwargs):
+        value = marker.args[0] if marker.args else marker.kwargs["timeout"]
+    else:
+        value = item.config.getoption("timeout", None) or item.config.getini("timeout")
+    value = float(value or 0)
+    return value if value > 0 else 24 * 3600.0

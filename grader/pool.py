@@ -1,0 +1,134 @@
+"""A pool of long-lived pytest processes, each running one grading after another.
+
+Every grading is still its own `pytest.main` session with its own score report; the process
+around it is reused so that torch, the suites and their oracles are imported once per pool
+process instead of once per submission. Only course code runs in these processes: learner
+code runs in the session's workers (or in-process when a trusted caller asks for it, as the
+audit does for the course's own mutants).
+
+Parent and child talk over the child's stdin and its original stdout, one JSON line each way
+per grading; pytest's own output goes to each grading's log file. A child that dies takes only
+the grading in flight with it: the parent starts a fresh child for the rest.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from grader.tasks import COURSE_ROOT
+
+DIED = "died"          # exit status of a grading whose process died under it
+TIMED_OUT = "timeout"
+
+
+class PytestPool:
+    def __init__(self, size: int):
+        self.size = max(1, size)
+
+    def run(self, jobs: list[tuple[list[str], Path]], limit_s: float, on_done=None, stream=None) -> list:
+        """Run `pytest.main(args)` for each (args, log_path); return their exit codes in order.
+        `stream(text)` receives each log's output as it grows (one job at a time)."""
+        codes: list = [None] * len(jobs)
+        queue = list(enumerate(jobs))
+        lock = threading.Lock()
+
+        def serve():
+            child = None
+            while True:
+                with lock:
+                    if not queue:
+                        break
+                    index, (args, log_path) = queue.pop(0)
+                child = child or _Child()
+                codes[index] = child.run(args, log_path, limit_s, stream)
+                if codes[index] in (DIED, TIMED_OUT):
+                    child.kill()
+                    child = None
+                if on_done:
+                    on_done(index)
+            if child:
+                child.close()
+
+        threads = [threading.Thread(target=serve) for _ in range(min(self.size, len(jobs)))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return codes
+
+
+class _Child:
+    def __init__(self):
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.pool"], cwd=COURSE_ROOT,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, args: list[str], log_path: Path, limit_s: float, stream):
+        try:
+            self.process.stdin.write(json.dumps({"args": args, "log": str(log_path)}) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return DIED
+        deadline = time.monotonic() + limit_s
+        shown = 0
+        while True:
+            ready, _, _ = select.select([self.process.stdout], [], [], 0.2)
+            if stream:
+                shown = _echo_new(log_path, shown, stream)
+            if ready:
+                line = self.process.stdout.readline()
+                if not line:
+                    return DIED
+                if stream:
+                    _echo_new(log_path, shown, stream)
+                return json.loads(line)["exit"]
+            if time.monotonic() > deadline:
+                return TIMED_OUT
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()
+
+    def close(self):
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def _echo_new(log_path: Path, shown: int, stream) -> int:
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(shown)
+            data = log.read()
+    except OSError:
+        return shown
+    if data:
+        stream(data.decode("utf-8", "replace"))
+    return shown + len(data)
+
+
+def _serve() -> None:
+    import pytest
+    replies = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)           # stray writes to fd 1 or 2 (C code, subprocesses) must not
+    os.dup2(devnull, 2)           # reach the reply pipe or the user's terminal
+    for line in sys.stdin:
+        request = json.loads(line)
+        with open(request["log"], "w", encoding="utf-8") as log, \
+                contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            code = pytest.main(request["args"])
+        replies.write(json.dumps({"exit": int(code)}) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    _serve()

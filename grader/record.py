@@ -1,0 +1,66 @@
+"""The experiment record the source map asks of every run: run id, commit, config, data
+version, seed, environment, metrics. With these, re-running a grading is one command."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from grader.tasks import DATASETS
+
+_PACKAGES = ("torch", "numpy", "transformers", "peft", "trl", "datasets", "pytest", "hypothesis")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def git_commit(path: Path) -> str | None:
+    """HEAD of the git work tree holding `path`, with "-dirty" when it has changes; None
+    outside git."""
+    try:
+        out = subprocess.run(["git", "-C", str(path), "describe", "--always", "--dirty", "--abbrev=40"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def data_version(datasets_dir: Path = DATASETS) -> str | None:
+    """The digest `datasets/MANIFEST.json` gives the data files, or None before the first build."""
+    try:
+        return json.loads((datasets_dir / "MANIFEST.json").read_text())["data_version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def environment() -> dict:
+    env = {"python": platform.python_version(), "platform": platform.platform(),
+           "cpu_count": os.cpu_count(), "executable": Path(sys.executable).name}
+    for name in _PACKAGES:
+        try:
+            env[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            env[name] = None
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        env["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return env
+
+
+def run_record(*, run_id: str, started: datetime, finished: datetime, commit: str | None,
+               config: dict, seed: int, metrics: dict) -> dict:
+    return {"run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
+            "finished_at": finished.isoformat(timespec="seconds"),
+            "duration_s": round((finished - started).total_seconds(), 3), "commit": commit,
+            "config": config, "data_version": data_version(), "seed": seed,
+            "environment": environment(), "metrics": metrics}

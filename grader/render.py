@@ -1,0 +1,104 @@
+"""Terminal views of score reports, batch summaries and audits (rich tables)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+_STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
+                 "crashed": "magenta", "skipped": "yellow"}
+
+
+def _points(points: float, max_points: float) -> str:
+    return f"{points:g} / {max_points:g}"
+
+
+def _counts(task: dict) -> Text:
+    text = Text()
+    counts = Counter()
+    for test in task["tests"]:
+        counts["not graded here" if not test["graded"] else test["status"]] += 1
+    for i, (status, n) in enumerate(sorted(counts.items())):
+        text.append(("" if i == 0 else ", ") + f"{n} {status}", style=_STATUS_STYLE.get(status, "dim"))
+    return text
+
+
+def report_table(report: dict) -> Table:
+    run = report.get("run", {})
+    submission = report.get("submission", {})
+    caption = f"run {run.get('run_id', '?')}"
+    if submission.get("commit"):
+        caption += f" · submission commit {submission['commit'][:12]}"
+    if run.get("data_version"):
+        caption += f" · data {run['data_version'][:12]}"
+    table = Table(title=f"Score report: {submission.get('path', '?')}", caption=caption)
+    table.add_column("task")
+    table.add_column("points", justify="right")
+    table.add_column("%", justify="right")
+    table.add_column("tests")
+    for task in report["tasks"]:
+        note = f" (+{task['not_graded_points']:g} GPU)" if task["not_graded_points"] else ""
+        table.add_row(task["task"], _points(task["points"], task["max_points"]) + note,
+                      f"{task['percent']:.1f}", _counts(task))
+    total = report["total"]
+    note = f" (+{total['not_graded_points']:g} GPU)" if total["not_graded_points"] else ""
+    table.add_row(Text("total", style="bold"), _points(total["points"], total["max_points"]) + note,
+                  f"{total['percent']:.1f}", "", end_section=True)
+    return table
+
+
+def print_report(report: dict, console: Console, *, first_hint_only: bool = False) -> None:
+    """The table, then what went wrong: every failing test, or one hint per task."""
+    console.print(report_table(report))
+    if any(not t["graded"] for task in report["tasks"] for t in task["tests"]):
+        console.print("[yellow]GPU tests were not graded here (no CUDA): their points are left out of the total.[/]")
+    for task in report["tasks"]:
+        failing = [t for t in task["tests"] if t["graded"] and t["status"] != "passed"]
+        if not failing:
+            continue
+        shown = failing[:1] if first_hint_only else failing
+        heading = f"\n[bold]{task['task']}[/]: {len(failing)} test(s) to fix"
+        console.print(heading + (" — first hint:" if first_hint_only else ":"))
+        for test in shown:
+            style = _STATUS_STYLE.get(test["status"], "")
+            console.print(f"  [{style}]{test['status']}[/] {test['title']} "
+                          f"[dim]({test['points']:g}/{test['max_points']:g})[/]")
+            console.print(Text("    " + test["feedback"].replace("\n", "\n    ")))
+            if test.get("output"):
+                console.print(Text("    printed: " + test["output"].strip()[-300:].replace("\n", "\n    "), style="dim"))
+    for problem in report["problems"]:
+        console.print(f"[bold red]problem:[/] {problem}")
+
+
+def batch_table(names: list[str], reports: list[dict]) -> Table:
+    tasks = sorted({t["task"] for r in reports for t in r["tasks"]})
+    table = Table(title=f"{len(reports)} submissions")
+    table.add_column("submission")
+    for task in tasks:
+        table.add_column(task[:2], justify="right")
+    table.add_column("total", justify="right")
+    table.add_column("%", justify="right")
+    table.add_column("notes")
+    for name, report in zip(names, reports):
+        by_task = {t["task"]: t for t in report["tasks"]}
+        cells = [f"{by_task[t]['points']:g}" if t in by_task else "-" for t in tasks]
+        notes = "; ".join(report["problems"])[:60]
+        table.add_row(name, *cells, _points(report["total"]["points"], report["total"]["max_points"]),
+                      f"{report['total']['percent']:.1f}", Text(notes, style="red"))
+    return table
+
+
+def audit_table(task_audit) -> Table:
+    """One task's audit: every graded variant, its points and verdict."""
+    mutants = sum(e.kind == "mutant" for e in task_audit.entries)
+    caption = (f"{task_audit.kill_rate:.0%} of {mutants} mutants killed, "
+               f"{task_audit.false_rejects} false rejects: {'OK' if task_audit.ok else 'NOT OK'}")
+    table = Table(title=f"Audit of {task_audit.task}", caption=caption)
+    for column in ("variant", "kind", "points", "verdict"):
+        table.add_column(column)
+    for e in task_audit.entries:
+        points = _points(e.points, e.max_points) + (" (stopped)" if e.kind == "mutant" and e.killed else "")
+        table.add_row(e.name, e.kind, points, Text(e.verdict, style="green" if e.ok else "bold red"))
+    return table

@@ -1,0 +1,89 @@
+"""Grading runs: one pytest session per submission, its score report read back.
+
+Each run is a `pytest.main` session on the course's own suites and config, pointed at the
+submission with `--impl`; so a grading can neither inherit results from another nor be changed
+by files in the submitted tree. Sessions run in a pool of reused pytest processes
+(`grader.pool`), `jobs` at a time.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.pool import PytestPool
+from grader.report import SCHEMA, SCHEMA_VERSION, read_report
+from grader.tasks import COURSE_ROOT, Task
+
+RUN_LIMIT_S = 30 * 60          # one submission, all tasks: far above the 60 s budget, a backstop only
+
+
+@dataclass
+class GradingRun:
+    impl: Path
+    tasks: list[Task]
+    hidden: bool = True
+    backend: str = "worker"
+    seed: int = 0
+    out_dir: Path | None = None          # keeps score_report.json, pytest.log and worker logs
+    extra_args: list[str] = field(default_factory=list)
+
+    def args(self, out_dir: Path) -> list[str]:
+        paths = [str(p) for task in self.tasks for p in task.suite_paths(self.hidden)]
+        return [*paths, "--impl", str(Path(self.impl).resolve()), "--backend", self.backend,
+                "--grader-seed", str(self.seed), "--score-report", str(out_dir / "score_report.json"),
+                "--worker-logs", str(out_dir / "logs"), "--rootdir", str(COURSE_ROOT),
+                "-c", str(COURSE_ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
+                "-q", "--tb=no", "--no-header", *self.extra_args]
+
+
+def run(job: GradingRun, stream: bool = False) -> dict:
+    """Grade one submission; with `stream`, echo pytest's progress as it goes."""
+    return run_many([job], 1, stream=stream)[0]
+
+
+def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = False) -> list[dict]:
+    """Grade several submissions, `workers` at a time; reports come back in input order.
+    A run that produced no report still returns one, empty, with the reason in `problems`."""
+    with tempfile.TemporaryDirectory(prefix="grader-run-") as scratch:
+        out_dirs = [Path(job.out_dir) if job.out_dir else Path(scratch) / str(i) for i, job in enumerate(jobs)]
+        for out_dir in out_dirs:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "score_report.json").unlink(missing_ok=True)
+        pool_jobs = [(job.args(out_dir), out_dir / "pytest.log") for job, out_dir in zip(jobs, out_dirs)]
+        codes = PytestPool(workers).run(
+            pool_jobs, RUN_LIMIT_S, stream=_write_through if stream else None,
+            on_done=(lambda i: on_done(jobs[i])) if on_done else None)
+        return [_report(out_dir, code, keep_log=job.out_dir is not None)
+                for job, out_dir, code in zip(jobs, out_dirs, codes)]
+
+
+_EXIT_MEANINGS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected",
+                  "died": "the grading process died", "timeout": "ran past the time limit"}
+
+
+def _report(out_dir: Path, code, keep_log: bool) -> dict:
+    path = out_dir / "score_report.json"
+    log_hint = f"; see {out_dir / 'pytest.log'}" if keep_log else ""
+    if path.exists():
+        try:
+            report = read_report(path)
+        except ValueError as exc:
+            return _empty_report(f"the score report could not be read: {exc}{log_hint}")
+        if code not in (0, 1) and not report.get("stopped_early"):
+            report["problems"].append(f"pytest exited with code {code} ({_EXIT_MEANINGS.get(code, 'unknown')}){log_hint}")
+            report["complete"] = False
+        return report
+    return _empty_report(f"grading ended without a score report ({_EXIT_MEANINGS.get(code, code)}){log_hint}")
+
+
+def _empty_report(problem: str) -> dict:
+    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "complete": False, "stopped_early": None,
+            "problems": [problem], "run": {}, "submission": {}, "tasks": [],
+            "total": {"points": 0.0, "max_points": 0.0, "not_graded_points": 0.0, "percent": 0.0}}
+
+
+def _write_through(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

@@ -1,0 +1,95 @@
+"""The course's tasks, discovered from its folders, and where a submission keeps each module.
+
+A task is an exercise folder `exercises/NN_name/` holding one learner module `<module>.py`
+beside its visible tests `test_<module>.py`. Nothing else declares tasks, so adding an
+exercise folder is all it takes to add a task.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+COURSE_ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = COURSE_ROOT / "exercises"
+SOLUTIONS = COURSE_ROOT / "solutions"
+HIDDEN = COURSE_ROOT / "tests" / "hidden"
+DATASETS = COURSE_ROOT / "datasets"
+
+_TASK_DIR = re.compile(r"^\d\d_[a-z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str     # the folder name, e.g. "01_einsum_attention"
+    module: str   # the learner's module, e.g. "attention"
+    title: str    # the README's first heading
+
+    @property
+    def exercise_dir(self) -> Path:
+        return EXERCISES / self.name
+
+    @property
+    def hidden_dir(self) -> Path:
+        return HIDDEN / self.name
+
+    @property
+    def readme(self) -> Path:
+        return self.exercise_dir / "README.md"
+
+    def suite_paths(self, hidden: bool) -> list[Path]:
+        paths = [self.exercise_dir]
+        if hidden and self.hidden_dir.is_dir():
+            paths.append(self.hidden_dir)
+        return paths
+
+
+@cache
+def all_tasks() -> tuple[Task, ...]:
+    return tuple(_task_from_dir(d) for d in sorted(EXERCISES.iterdir()) if _TASK_DIR.match(d.name))
+
+
+def task_named(name: str) -> Task:
+    """Accept the folder name or its number prefix ("01", "1")."""
+    for task in all_tasks():
+        if name in (task.name, task.name[:2], task.name[:2].lstrip("0")):
+            return task
+    known = ", ".join(t.name for t in all_tasks())
+    raise KeyError(f"no task {name!r}; the tasks are: {known}")
+
+
+@cache
+def task_of_path(path: Path) -> Task | None:
+    """The task a test file belongs to: its folder is named after the task."""
+    for part in reversed(Path(path).resolve().parts):
+        if _TASK_DIR.match(part):
+            try:
+                return task_named(part)
+            except KeyError:
+                return None
+    return None
+
+
+def _task_from_dir(folder: Path) -> Task:
+    modules = [p.stem for p in folder.glob("*.py") if not p.name.startswith(("test_", "conftest"))]
+    if len(modules) != 1:
+        raise RuntimeError(f"{folder} must hold exactly one learner module, found {modules}")
+    title = folder.name
+    readme = folder / "README.md"
+    if readme.exists():
+        first = next((l for l in readme.read_text(encoding="utf-8").splitlines() if l.startswith("# ")), "")
+        title = first.removeprefix("# ").strip() or title
+    return Task(folder.name, modules[0], title)
+
+
+def locate_module(root: Path, task: Task) -> Path:
+    """Where a submission tree keeps the module of `task`. Accepts the course layout
+    (`NN_name/module.py`), a clone of a fork (`exercises/NN_name/module.py`) and a flat upload
+    (`module.py`), in that order. Returns the first candidate even when none exists, so the
+    caller can say where it looked."""
+    root = Path(root)
+    candidates = [root / task.name / f"{task.module}.py",
+                  root / "exercises" / task.name / f"{task.module}.py",
+                  root / f"{task.module}.py"]
+    return next((c for c in candidates if c.is_file()), candidates[0])

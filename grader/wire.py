@@ -1,0 +1,246 @@
+"""What crosses the boundary between a test and the code it grades: data, never objects.
+
+A value is packed into JSON plus a list of binary blobs (arrays and tensors as `.npy` bytes).
+Pickle is never used, and an incoming `.npy` blob is checked (dtype, shape, byte count) before
+anything is allocated, so a hostile peer can neither run code nor make us allocate at will.
+
+Tagged JSON: plain JSON types stand for themselves; everything else is an object whose "$" key
+names its kind ("dict", "tuple", "float", "ndarray", "scalar", "tensor", "path", "bytes").
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import pathlib
+import select
+import struct
+import time
+
+import numpy as np
+
+MAX_BLOB_BYTES = 1 << 30        # one array or tensor
+MAX_MESSAGE_BYTES = 2 << 30     # everything in one message
+MAX_HEADER_BYTES = 64 << 20     # the JSON part
+_NUMERIC_KINDS = "biufc"        # bool, signed, unsigned, float, complex
+_LENGTH = struct.Struct(">Q")
+
+
+class WireError(ValueError):
+    """A value that is not data, or a message that breaks the protocol."""
+
+
+class ChannelClosed(EOFError):
+    """The other side went away (the worker died or closed its pipe)."""
+
+
+class ChannelTimeout(TimeoutError):
+    """No complete message arrived before the deadline."""
+
+
+# ---------------------------------------------------------------- values <-> tagged JSON + blobs
+
+def pack(value) -> tuple[object, list[bytes]]:
+    blobs: list[bytes] = []
+    return _pack(value, blobs, "value"), blobs
+
+
+def unpack(obj, blobs: list[bytes]):
+    return _unpack(obj, blobs)
+
+
+def roundtrip(value):
+    """What the other side of a pipe would receive: the in-process backend uses it so both
+    backends accept, copy and refuse exactly the same values."""
+    return unpack(*pack(value))
+
+
+def _pack(value, blobs, where):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if isinstance(value, (list, tuple)):
+        items = [_pack(v, blobs, f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if isinstance(value, list) else {"$": "tuple", "items": items}
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise WireError(f"{where} has a key of type {type(key).__name__}; only str keys are data")
+        return {"$": "dict", "items": {k: _pack(v, blobs, f"{where}[{k!r}]") for k, v in value.items()}}
+    if isinstance(value, np.ndarray):
+        return {"$": "ndarray", "blob": _add_blob(blobs, _npy_bytes(value, where))}
+    if isinstance(value, np.generic):
+        return {"$": "scalar", "blob": _add_blob(blobs, _npy_bytes(np.asarray(value), where))}
+    if isinstance(value, pathlib.PurePath):
+        return {"$": "path", "v": str(value)}
+    if isinstance(value, bytes):
+        return {"$": "bytes", "blob": _add_blob(blobs, value)}
+    if _is_tensor(value):
+        return _pack_tensor(value, blobs, where)
+    raise WireError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}; graded functions take and "
+        "return data only: numbers, strings, lists, tuples, dicts with str keys, NumPy arrays, "
+        "torch tensors, paths")
+
+
+def _unpack(obj, blobs):
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, list):
+        return [_unpack(v, blobs) for v in obj]
+    if not isinstance(obj, dict) or "$" not in obj:
+        raise WireError(f"malformed value: {str(obj)[:80]}")
+    kind = obj["$"]
+    if kind == "dict":
+        return {k: _unpack(v, blobs) for k, v in obj["items"].items()}
+    if kind == "tuple":
+        return tuple(_unpack(v, blobs) for v in obj["items"])
+    if kind == "float":
+        return float(obj["v"])
+    if kind == "ndarray":
+        return _npy_array(_blob(blobs, obj))
+    if kind == "scalar":
+        return _npy_array(_blob(blobs, obj))[()]
+    if kind == "path":
+        return pathlib.Path(obj["v"])
+    if kind == "bytes":
+        return bytes(_blob(blobs, obj))
+    if kind == "tensor":
+        return _unpack_tensor(obj, blobs)
+    raise WireError(f"unknown value kind {kind!r}")
+
+
+def _add_blob(blobs, data: bytes) -> int:
+    blobs.append(data)
+    return len(blobs) - 1
+
+
+def _blob(blobs, obj) -> bytes:
+    index = obj.get("blob")
+    if not isinstance(index, int) or not 0 <= index < len(blobs):
+        raise WireError("value refers to a missing blob")
+    return blobs[index]
+
+
+def _npy_bytes(array: np.ndarray, where: str) -> bytes:
+    if array.dtype.kind not in _NUMERIC_KINDS or array.dtype.fields is not None:
+        raise WireError(f"{where} is an array of dtype {array.dtype}; only bool and numeric arrays are data")
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _npy_array(data: bytes) -> np.ndarray:
+    """Parse `.npy` bytes, refusing anything but a plain numeric array of the announced size."""
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}[version]
+        shape, fortran_order, dtype = read_header(stream)
+    except (ValueError, KeyError, OSError) as exc:
+        raise WireError(f"malformed array: {exc}") from None
+    if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None:
+        raise WireError(f"refused array of dtype {dtype}")
+    count = math.prod(shape)
+    if count * dtype.itemsize != len(data) - stream.tell():
+        raise WireError(f"array of shape {shape} and dtype {dtype} does not match its byte count")
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+    return flat.reshape(shape, order="F" if fortran_order else "C").copy()
+
+
+# torch is imported only when a tensor actually crosses, so NumPy-only workers start fast.
+
+def _is_tensor(value) -> bool:
+    torch = _torch_if_loaded()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _torch_if_loaded():
+    import sys
+    return sys.modules.get("torch")
+
+
+def _pack_tensor(tensor, blobs, where):
+    import torch
+    if tensor.layout != torch.strided or tensor.is_quantized:
+        raise WireError(f"{where} is a {tensor.layout} tensor; only dense tensors are data")
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    data = tensor.detach().to("cpu").contiguous()
+    if tensor.dtype == torch.bfloat16:      # NumPy has no bfloat16: ship the raw 16 bits
+        data = data.view(torch.int16)
+    array = data.numpy()
+    return {"$": "tensor", "dtype": dtype, "device": tensor.device.type,
+            "blob": _add_blob(blobs, _npy_bytes(array, where))}
+
+
+def _unpack_tensor(obj, blobs):
+    import torch
+    tensor = torch.from_numpy(_npy_array(_blob(blobs, obj)))
+    dtype = getattr(torch, obj["dtype"], None)
+    if not isinstance(dtype, torch.dtype):
+        raise WireError(f"unknown tensor dtype {obj['dtype']!r}")
+    if dtype == torch.bfloat16:
+        tensor = tensor.view(torch.bfloat16)
+    elif tensor.dtype != dtype:
+        raise WireError(f"tensor announced as {dtype} arrived as {tensor.dtype}")
+    if obj["device"] != "cpu":
+        tensor = tensor.to(obj["device"])
+    return tensor
+
+
+# ---------------------------------------------------------------- messages over a pair of pipes
+
+class Channel:
+    """Length-prefixed messages over two file descriptors: a JSON header, then the blobs."""
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+
+    def send(self, header: dict, blobs: list[bytes] = ()) -> None:
+        meta = json.dumps({"h": header, "blobs": [len(b) for b in blobs]}, allow_nan=False).encode()
+        self._write(_LENGTH.pack(len(meta)) + meta)
+        for blob in blobs:
+            self._write(blob)
+
+    def receive(self, deadline: float | None = None) -> tuple[dict, list[bytes]]:
+        (size,) = _LENGTH.unpack(self._read(_LENGTH.size, deadline))
+        if size > MAX_HEADER_BYTES:
+            raise WireError(f"message header of {size} bytes is over the limit")
+        try:
+            meta = json.loads(self._read(size, deadline))
+            header, sizes = meta["h"], meta["blobs"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise WireError(f"malformed message: {exc}") from None
+        if any(not isinstance(n, int) or not 0 <= n <= MAX_BLOB_BYTES for n in sizes) \
+                or sum(sizes) > MAX_MESSAGE_BYTES:
+            raise WireError("message announces blobs over the size limit")
+        return header, [self._read(n, deadline) for n in sizes]
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.write(self.write_fd, view)
+            except (BrokenPipeError, OSError) as exc:
+                raise ChannelClosed(str(exc)) from None
+            view = view[written:]
+
+    def _read(self, n: int, deadline: float | None) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                ready, _, _ = select.select([self.read_fd], [], [], max(remaining, 0))
+                if not ready:
+                    raise ChannelTimeout()
+            chunk = os.read(self.read_fd, min(n - len(chunks), 1 << 20))
+            if not chunk:
+                raise ChannelClosed("the other side closed the channel")
+            chunks += chunk
+        return bytes(chunks)

@@ -1,0 +1,363 @@
+"""Hidden suite for exercise 01 (einsum attention). PYTEST_DONT_REWRITE
+
+Oracles are PyTorch's own: torch.softmax, F.scaled_dot_product_attention (with enable_gqa for
+grouped-query attention) and torch.nn.MultiheadAttention, all in float64. Shapes are drawn
+with all-distinct sizes so that a transposed axis cannot pass by coincidence.
+"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grader.checks import GRADING, assert_close, assert_equal, check_array, sibling_module
+
+probes = sibling_module(__file__, "probes")
+
+EXACT = dict(rtol=1e-9, atol=1e-12)    # float64 in and out: only the order of summation differs
+TORCH = dict(rtol=1e-5, atol=1e-7)     # torch_attention may run its softmax in float32
+BF16 = dict(rtol=3e-2, atol=3e-2)      # bf16 keeps 8 mantissa bits: ~0.4% per rounding, a few roundings
+
+
+def distinct(n, low=2, high=9):
+    """n different sizes, none of them 1, so no axis can stand in for another."""
+    return st.lists(st.integers(low, high), min_size=n, max_size=n, unique=True)
+
+
+def normal(rng, *shape, scale=1.0):
+    return rng.standard_normal(shape) * scale
+
+
+def t(array):
+    return torch.from_numpy(np.array(array))     # a writable copy
+
+
+def softmax_oracle(x, axis):
+    out = torch.softmax(t(x), dim=axis).numpy()
+    return np.nan_to_num(out, nan=0.0)           # torch gives NaN on an all -inf slice; the contract says 0
+
+
+def attention_oracle(q, k, v, mask=None):
+    if mask is None:
+        return F.scaled_dot_product_attention(t(q), t(k), t(v)).numpy()
+    mask = np.broadcast_to(mask, q.shape[:-1] + (k.shape[-2],))
+    out = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t(mask)).numpy()
+    return np.where(mask.any(axis=-1, keepdims=True), out, 0.0)   # a query with no kept key outputs zeros
+
+
+def mha_oracle(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, causal):
+    batch, seq, _ = x.shape
+
+    def heads(y, n):
+        return y.view(batch, seq, n, -1).transpose(1, 2)
+
+    q, k, v = heads(t(x) @ t(w_q), n_heads), heads(t(x) @ t(w_k), n_kv_heads), heads(t(x) @ t(w_v), n_kv_heads)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    return (out.transpose(1, 2).reshape(batch, seq, -1) @ t(w_o)).numpy()
+
+
+# ---------------------------------------------------------------- softmax
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Stable softmax")
+@GRADING
+@given(sizes=distinct(4), rank=st.integers(1, 4), data=st.data())
+def test_softmax_matches_torch_along_any_axis(submission, sizes, rank, data):
+    """softmax agrees with torch.softmax for every rank and axis"""
+    shape = tuple(sizes[:rank])
+    axis = data.draw(st.integers(-rank, rank - 1), label="axis")
+    x = normal(np.random.default_rng(sum(shape)), *shape, scale=3.0)
+    assert_close(submission.softmax(x, axis=axis), softmax_oracle(x, axis),
+                 what=f"softmax(x of shape {shape}, axis={axis})", **EXACT)
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Stable softmax")
+def test_softmax_survives_huge_logits(submission, rng):
+    """logits in the thousands do not overflow: exp is taken after subtracting the maximum"""
+    x = normal(rng, 3, 5, 7, scale=1000.0)
+    assert_close(submission.softmax(x), softmax_oracle(x, -1), what="softmax(1000 * x)", **EXACT)
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Stable softmax")
+def test_softmax_minus_infinity_and_empty_slices(submission, rng):
+    """-inf entries get probability 0 and an all -inf slice gives zeros, along any axis"""
+    x = normal(rng, 4, 6)
+    x[rng.random(x.shape) < 0.3] = -np.inf
+    x[1, :] = -np.inf
+    x[:, 2] = -np.inf
+    for axis in (-1, 0):
+        assert_close(submission.softmax(x, axis=axis), softmax_oracle(x, axis),
+                     what=f"softmax(x with -inf entries, axis={axis})", **EXACT)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Broadcasting")
+def test_softmax_of_square_matrices(submission, rng):
+    """square inputs, where a (n,) vs (n, 1) slip broadcasts silently instead of failing"""
+    for shape, axis in (((5, 5), -1), ((5, 5), 0), ((2, 4, 4), -1)):
+        x = normal(rng, *shape, scale=2.0)
+        assert_close(submission.softmax(x, axis=axis), softmax_oracle(x, axis),
+                     what=f"softmax(x of shape {shape}, axis={axis})", **EXACT)
+
+
+# ---------------------------------------------------------------- heads
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Heads: reshape and transpose")
+@GRADING
+@given(sizes=distinct(4))
+def test_split_heads_matches_view_then_transpose(submission, sizes):
+    """split_heads equals torch's x.view(b, s, h, d).transpose(1, 2)"""
+    batch, seq, n_heads, d_head = sizes
+    x = np.arange(batch * seq * n_heads * d_head, dtype=np.float64).reshape(batch, seq, n_heads * d_head)
+    expected = t(x).view(batch, seq, n_heads, d_head).transpose(1, 2).numpy()
+    assert_equal(submission.split_heads(x, n_heads), expected,
+                 what=f"split_heads(x of shape {x.shape}, n_heads={n_heads})")
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Heads: reshape and transpose")
+@GRADING
+@given(sizes=distinct(4))
+def test_merge_heads_matches_transpose_then_reshape(submission, sizes):
+    """merge_heads equals torch's x.transpose(1, 2).reshape(b, s, h * d)"""
+    batch, n_heads, seq, d_head = sizes
+    x = np.arange(batch * n_heads * seq * d_head, dtype=np.float64).reshape(batch, n_heads, seq, d_head)
+    expected = t(x).transpose(1, 2).reshape(batch, seq, n_heads * d_head).numpy()
+    assert_equal(submission.merge_heads(x), expected, what=f"merge_heads(x of shape {x.shape})")
+
+
+# ---------------------------------------------------------------- causal masks
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Causal masks")
+def test_causal_mask_shape_and_dtype(submission):
+    """causal_mask returns a bool array of shape (1, 1, q_len, k_len)"""
+    check_array(submission.causal_mask(3, 5), what="causal_mask(3, 5)", shape=(1, 1, 3, 5), dtype=np.bool_)
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Causal masks")
+@GRADING
+@given(q_len=st.integers(1, 8), extra=st.integers(0, 8))
+def test_causal_mask_aligns_queries_to_the_end(submission, q_len, extra):
+    """with q_len <= k_len, query i sits at position k_len - q_len + i (cached decoding)"""
+    k_len = q_len + extra
+    expected = torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)[None, None].numpy()
+    assert_equal(submission.causal_mask(q_len, k_len), expected, what=f"causal_mask({q_len}, {k_len})")
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Causal masks")
+def test_decoding_attention_with_causal_mask(submission, rng):
+    """attention of the last 3 queries over 8 cached keys with the learner's causal mask"""
+    q, k, v = normal(rng, 2, 3, 3, 4), normal(rng, 2, 3, 8, 4), normal(rng, 2, 3, 8, 5)
+    expected = attention_oracle(q, k, v, np.tril(np.ones((3, 8), dtype=bool), 5))
+    assert_close(submission.attention(q, k, v, submission.causal_mask(3, 8)), expected,
+                 what="attention(q, k, v, causal_mask(3, 8))", **EXACT)
+
+
+# ---------------------------------------------------------------- scaled dot-product attention
+
+@pytest.mark.points(3)
+@pytest.mark.concept("Scaled dot-product attention")
+@GRADING
+@given(sizes=distinct(6))
+def test_attention_matches_sdpa(submission, sizes):
+    """attention agrees with F.scaled_dot_product_attention on shapes with distinct sizes"""
+    batch, heads, q_len, k_len, d, d_v = sizes
+    rng = np.random.default_rng(sum(sizes))
+    q, k, v = normal(rng, batch, heads, q_len, d), normal(rng, batch, heads, k_len, d), normal(rng, batch, heads, k_len, d_v)
+    assert_close(submission.attention(q, k, v), attention_oracle(q, k, v),
+                 what=f"attention(q {q.shape}, k {k.shape}, v {v.shape})", **EXACT)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Stable softmax")
+def test_attention_with_huge_scores(submission, rng):
+    """scores in the thousands give finite attention outputs"""
+    q, k, v = normal(rng, 1, 2, 4, 8, scale=40.0), normal(rng, 1, 2, 6, 8, scale=40.0), normal(rng, 1, 2, 6, 3)
+    assert_close(submission.attention(q, k, v), attention_oracle(q, k, v), what="attention with large scores", **EXACT)
+
+
+MASK_SHAPES = ["bhqk", "1hqk", "b1qk", "bh1k", "bhq1", "11qk", "b11k", "b1q1", "111k", "hqk", "1qk", "qk", "1k", "k", "q1"]
+
+
+@pytest.mark.points(3)
+@pytest.mark.concept("Masks")
+def test_attention_with_masks_of_every_broadcastable_shape(submission, rng):
+    """boolean masks of every shape that broadcasts to (b, h, q_len, k_len); True keeps"""
+    size = {"b": 2, "h": 3, "q": 4, "k": 5, "1": 1}
+    q, k, v = normal(rng, 2, 3, 4, 6), normal(rng, 2, 3, 5, 6), normal(rng, 2, 3, 5, 7)
+    for template in MASK_SHAPES:
+        mask = rng.random([size[c] for c in template]) < 0.6
+        assert_close(submission.attention(q, k, v, mask), attention_oracle(q, k, v, mask),
+                     what=f"attention with a mask of shape {mask.shape}", **EXACT)
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Masks")
+def test_attention_fully_masked_query_outputs_zeros(submission, rng):
+    """a query whose keys are all masked outputs zeros, and the other queries are unaffected"""
+    q, k, v = normal(rng, 1, 2, 4, 6), normal(rng, 1, 2, 5, 6), normal(rng, 1, 2, 5, 3)
+    mask = rng.random((1, 2, 4, 5)) < 0.7
+    mask[0, :, :, 0] = True            # every query keeps a key ...
+    mask[0, 1, 2, :] = False           # ... but this one
+    assert_close(submission.attention(q, k, v, mask), attention_oracle(q, k, v, mask),
+                 what="attention with one fully masked query", **EXACT)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Einsum")
+def test_no_leakage_across_the_batch(submission, rng):
+    """each batch element attends only within itself: changing one leaves the others unchanged"""
+    q, k, v = normal(rng, 3, 2, 4, 5), normal(rng, 3, 2, 6, 5), normal(rng, 3, 2, 6, 5)
+    together = submission.attention(q, k, v)
+    for i in range(3):
+        assert_close(together[i:i + 1], attention_oracle(q[i:i + 1], k[i:i + 1], v[i:i + 1]),
+                     what=f"batch element {i} of attention(q, k, v)", **EXACT)
+
+
+# ---------------------------------------------------------------- multi-head and grouped-query attention
+
+def _mha_inputs(rng, batch, seq, n_heads, n_kv_heads, d_head, d_model):
+    scale = d_model ** -0.5
+    return (normal(rng, batch, seq, d_model), normal(rng, d_model, n_heads * d_head, scale=scale),
+            normal(rng, d_model, n_kv_heads * d_head, scale=scale), normal(rng, d_model, n_kv_heads * d_head, scale=scale),
+            normal(rng, n_heads * d_head, d_model, scale=scale))
+
+
+@pytest.mark.points(3)
+@pytest.mark.concept("Multi-head and grouped-query attention")
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_multi_head_attention_matches_torch_module(submission, rng, causal):
+    """multi_head_attention equals torch.nn.MultiheadAttention with the same weights"""
+    batch, seq, n_heads, d_head = 2, 5, 3, 4
+    d_model = n_heads * d_head
+    x, w_q, w_k, w_v, w_o = _mha_inputs(rng, batch, seq, n_heads, n_heads, d_head, d_model)
+    module = torch.nn.MultiheadAttention(d_model, n_heads, bias=False, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        module.in_proj_weight.copy_(torch.cat([t(w_q.T), t(w_k.T), t(w_v.T)]))
+        module.out_proj.weight.copy_(t(w_o.T))
+        blocked = ~torch.ones(seq, seq, dtype=torch.bool).tril() if causal else None   # True = may NOT attend
+        expected = module(t(x), t(x), t(x), attn_mask=blocked, need_weights=False)[0].numpy()
+    got = submission.multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal=causal)
+    assert_close(got, expected, what=f"multi_head_attention(causal={causal})", **EXACT)
+
+
+@pytest.mark.points(3)
+@pytest.mark.concept("Multi-head and grouped-query attention")
+@pytest.mark.parametrize("n_heads,n_kv_heads", [(6, 2), (6, 3), (4, 1)], ids=["6q-2kv", "6q-3kv", "4q-1kv"])
+def test_grouped_query_attention_matches_sdpa(submission, rng, n_heads, n_kv_heads):
+    """query head j uses key/value head j // (n_heads // n_kv_heads), as SDPA's enable_gqa"""
+    batch, seq, d_head, d_model = 2, 7, 5, 11
+    x, w_q, w_k, w_v, w_o = _mha_inputs(rng, batch, seq, n_heads, n_kv_heads, d_head, d_model)
+    expected = mha_oracle(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, causal=True)
+    got = submission.multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads=n_kv_heads, causal=True)
+    assert_close(got, expected, what=f"multi_head_attention(n_heads={n_heads}, n_kv_heads={n_kv_heads})", **EXACT)
+
+
+# ---------------------------------------------------------------- attention in torch
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Attention in torch")
+def test_torch_attention_forward_with_masks(submission, rng):
+    """torch_attention agrees with SDPA, masked and unmasked, fully masked rows giving zeros"""
+    q, k, v = normal(rng, 2, 3, 4, 6), normal(rng, 2, 3, 5, 6), normal(rng, 2, 3, 5, 7)
+    mask = rng.random((2, 1, 4, 5)) < 0.6
+    mask[1, 0, 3, :] = False
+    for m in (None, mask):
+        got = submission.torch_attention(t(q), t(k), t(v), None if m is None else t(m))
+        assert_close(got, attention_oracle(q, k, v, m), tensor=True,
+                     what=f"torch_attention({'masked' if m is not None else 'unmasked'})", **TORCH)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Attention in torch")
+def test_torch_attention_keeps_the_dtype_of_v(submission):
+    """the output has v's dtype: float32 in, float32 out; bfloat16 in, bfloat16 out"""
+    gen = torch.Generator().manual_seed(3)
+    for dtype in (torch.float32, torch.bfloat16):
+        q, k, v = (torch.randn(1, 2, 3, 4, generator=gen).to(dtype) for _ in range(3))
+        got = submission.torch_attention(q, k, v)
+        check_array(got, what=f"torch_attention on {dtype} inputs", shape=(1, 2, 3, 4), dtype=dtype, tensor=True)
+
+
+@pytest.mark.points(3)
+@pytest.mark.concept("Attention in torch")
+def test_torch_attention_gradients_match_sdpa(submission, rng):
+    """gradients with respect to q, k and v equal those of F.scaled_dot_product_attention"""
+    q, k, v = (torch.tensor(normal(rng, 2, 2, 4, 5)) for _ in range(3))
+    mask = torch.tensor(rng.random((2, 1, 4, 4)) < 0.6)
+    mask[..., 0] = True                                       # every query keeps a key
+    grad_output = torch.tensor(normal(rng, 2, 2, 4, 5))
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    expected = F.scaled_dot_product_attention(*leaves, attn_mask=mask)
+    (expected * grad_output).sum().backward()
+    got = submission.probe(probes.torch_attention_backward, q, k, v, mask, grad_output)
+    assert got["grads"] is not None, "torch_attention's output does not require grad: is the graph cut (numpy, .detach(), .item())?"
+    for name, grad, leaf in zip("qkv", got["grads"], leaves):
+        assert_close(grad, leaf.grad, what=f"d(loss)/d{name} through torch_attention", tensor=True, **TORCH)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Attention in torch")
+def test_torch_attention_fully_masked_rows_have_zero_gradients(submission, rng):
+    """a fully masked query gives zero output and finite, zero gradients, not NaN"""
+    q, k, v = (torch.tensor(normal(rng, 1, 1, 3, 4)) for _ in range(3))
+    mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
+    mask[0, 0, 1] = False
+    got = submission.probe(probes.torch_attention_backward, q, k, v, mask, torch.ones(1, 1, 3, 4, dtype=torch.float64))
+    assert got["grads"] is not None, "torch_attention's output does not require grad"
+    assert_close(got["output"][0, 0, 1], torch.zeros(4), what="output of the fully masked query", tensor=True, **TORCH)
+    for name, grad in zip("qkv", got["grads"]):
+        assert torch.isfinite(grad).all(), f"d(loss)/d{name} has NaN or inf: a fully masked row leaks NaN into backward"
+    assert_close(got["grads"][0][0, 0, 1], torch.zeros(4), what="d(loss)/dq of the fully masked query", tensor=True, **TORCH)
+
+
+@pytest.mark.gpu
+@pytest.mark.points(2)
+@pytest.mark.concept("Attention in torch")
+def test_torch_attention_bf16_on_cuda(submission):
+    """bf16 on CUDA stays within bf16 rounding of the float32 reference, and stays bf16"""
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 4, 64, 32, generator=gen) for _ in range(3))
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    got = submission.probe(probes.torch_attention_on_cuda, *(x.bfloat16() for x in (q, k, v)), mask)
+    assert got["dtype"] == "torch.bfloat16" and got["device"] == "cuda", \
+        f"torch_attention on bf16 CUDA tensors returned {got['dtype']} on {got['device']}"
+    assert_close(got["output"], expected, what="torch_attention in bf16 on CUDA", tensor=True, **BF16)
+
+
+# ---------------------------------------------------------------- structure: einsum, no Python loops
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Einsum")
+def test_attention_uses_einsum(submission, rng):
+    """attention computes with np.einsum and torch_attention with torch.einsum"""
+    q, k, v = normal(rng, 1, 2, 3, 4), normal(rng, 1, 2, 3, 4), normal(rng, 1, 2, 3, 4)
+    calls = submission.probe(probes.einsum_calls, "attention", q, k, v)
+    assert calls["numpy"] >= 1, "attention never called np.einsum: write the scores as an einsum"
+    calls = submission.probe(probes.einsum_calls, "torch_attention", t(q), t(k), t(v))
+    assert calls["torch"] >= 1, "torch_attention never called torch.einsum"
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Einsum")
+def test_no_python_loops_over_batch_or_heads(submission, rng):
+    """the number of Python lines run does not grow with the batch size or the number of heads"""
+    small = [normal(rng, 1, 1, 3, 4) for _ in range(3)]
+    large = [normal(rng, 3, 4, 3, 4) for _ in range(3)]
+    lines = [submission.probe(probes.lines_executed, "attention", *arrays) for arrays in (small, large)]
+    assert lines[0] == lines[1], (f"attention ran {lines[0]} lines for 1 x 1 (batch x heads) but {lines[1]} "
+                                  "for 3 x 4: a Python loop over batch or heads; let einsum do it")
+    mha = []
+    for batch, n_heads in ((1, 2), (3, 6)):
+        x, w_q, w_k, w_v, w_o = _mha_inputs(rng, batch, 4, n_heads, 2, 3, 8)
+        mha.append(submission.probe(probes.lines_executed, "multi_head_attention", x, w_q, w_k, w_v, w_o, n_heads, 2))
+    assert mha[0] == mha[1], (f"multi_head_attention ran {mha[0]} lines for batch 1 with 2 heads but {mha[1]} "
+                              "for batch 3 with 6 heads: a Python loop over batch or heads")
