@@ -105,7 +105,14 @@ MAX_SENTENCES = 10
 SUPPORT = {"DET": 4, "ADJ": 8, "NOUN": 10, "NAME": 5, "VERB_T": 6, "VERB_I": 5, "ADV": 4, "PREP": 4, "CONJ": 3}
 ZIPF_EXPONENT = 1.0
 
-GRAMMAR_SEED = 20240601  # fixes which words prefer which successors
+GRAMMAR_SEED = 20240601
+
+# Long-range structure: a clause's subject (its NOUN or NAME head) repeats the previous clause's subject
+# with this probability, as in "the old cat sees my dog. the cat sleeps." Predicting the repeat needs
+# attention back to an earlier sentence, so the model must learn to copy from context, which is also
+# what the SFT skill builds on.
+SUBJECT_REPEAT = 0.5
+SUBJECT_HEAD_STATES = {"subj_done1", "subj_done2"}  # states entered by emitting a subject head  # fixes which words prefer which successors
 
 
 def _categorical(rng: random.Random, weights: list[float]) -> int:
@@ -165,29 +172,37 @@ class Grammar:
         """All words the source can emit, in a fixed order (class by class)."""
         return [w for words in WORD_CLASSES.values() for w in words]
 
-    def _word_prob(self, cls: str, prev: str, word: str) -> float:
+    def word_distribution(self, cls: str, next_state: str, prev: str, last_subject: str | None):
+        """(words, probs) for the word of class `cls` that moves the grammar into `next_state`.
+
+        Subject heads repeat the previous clause's subject with probability SUBJECT_REPEAT (when it has
+        the same class), otherwise they are fresh draws. The two paths can give the same word, so the
+        probabilities are summed: the source's probability of the word, not of how it was chosen."""
         if cls == "STOP":
-            return 1.0
+            return ["."], [1.0]
         choices, probs = self.successors[(cls, prev)]
-        return probs[choices.index(word)] if word in choices else 0.0
+        if next_state not in SUBJECT_HEAD_STATES or self.word_class.get(last_subject) != cls:
+            return choices, probs
+        merged = {w: (1.0 - SUBJECT_REPEAT) * p for w, p in zip(choices, probs)}
+        merged[last_subject] = merged.get(last_subject, 0.0) + SUBJECT_REPEAT
+        return list(merged), list(merged.values())
 
     def sample_document(self, rng: random.Random) -> list[Token]:
         """One document: sentences until the end-of-document event, each word with its exact probability
         given everything before it."""
         out: list[Token] = []
-        sentences, state, prev = 0, "start1", "."
+        sentences, state, prev, last_subject = 0, "start1", ".", None
         carried = 1.0  # probability of "the document goes on", owed by the first word of the next sentence
         while True:
             moves = GRAMMAR[state]
             cls, state, p_cls = moves[_categorical(rng, [p for _, _, p in moves])]
-            if cls == "STOP":
-                word, p_word = ".", 1.0
-            else:
-                choices, probs = self.successors[(cls, prev)]
-                i = _categorical(rng, probs)
-                word, p_word = choices[i], probs[i]
-            out.append(Token(word, carried * p_cls * p_word))
+            choices, probs = self.word_distribution(cls, state, prev, last_subject)
+            i = _categorical(rng, probs)
+            word = choices[i]
+            out.append(Token(word, carried * p_cls * probs[i]))
             carried, prev = 1.0, word
+            if state in SUBJECT_HEAD_STATES:
+                last_subject = word
             if state == "sentence_end":
                 sentences += 1
                 p_end = 1.0 if sentences >= MAX_SENTENCES else END_HAZARD
@@ -198,10 +213,10 @@ class Grammar:
 
     def log_prob(self, words: list[str]) -> list[float]:
         """Exact natural-log probability of each word of a document given all earlier words, followed by
-        the log-probability of the end-of-document event. Independent of `sample_document`, so the two
-        can check each other."""
+        the log-probability of the end-of-document event. It parses the text rather than replaying the
+        sampler, so the two check each other (see the tests)."""
         logps: list[float] = []
-        sentences, state, prev = 0, "start1", "."
+        sentences, state, prev, last_subject = 0, "start1", ".", None
         for word in words:
             p = 1.0
             if state == "sentence_end":
@@ -215,9 +230,12 @@ class Grammar:
             if not move:
                 return logps + [-math.inf]
             state, p_cls = move[0]
-            p *= p_cls * self._word_prob(cls, prev, word)
+            choices, probs = self.word_distribution(cls, state, prev, last_subject)
+            p *= p_cls * (probs[choices.index(word)] if word in choices else 0.0)
             logps.append(math.log(p) if p > 0 else -math.inf)
             prev = word
+            if state in SUBJECT_HEAD_STATES:
+                last_subject = word
         if state != "sentence_end":
             return logps + [-math.inf]
         sentences += 1

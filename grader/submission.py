@@ -149,13 +149,13 @@ class WorkerBackend:
         try:
             reply, reply_blobs = self._worker.request(header, blobs, deadline)
         except wire.ChannelTimeout:
-            self._stop()
+            self._stop(wait_s=0)
             raise CallTimeout(f"{name}() did not return within the time limit") from None
         except (wire.ChannelClosed, wire.WireError):
             how = self._stop()
             raise WorkerCrashed(f"the process running {name}() died ({how})") from None
         except BaseException:
-            self._stop()            # interrupted mid-call: the worker's state is unknown
+            self._stop(wait_s=0)    # interrupted mid-call: the worker's state is unknown
             raise
         if reply.get("ok"):
             try:
@@ -175,8 +175,8 @@ class WorkerBackend:
             log.seek(mark)
             return log.read().decode("utf-8", "replace")
 
-    def _stop(self) -> str:
-        how = self._worker.exit_description() if self._worker else "not running"
+    def _stop(self, wait_s: float = 1.0) -> str:
+        how = self._worker.exit_description(wait_s) if self._worker else "not running"
         if self._worker is not None:
             self._worker.kill()
             self._worker = None     # the next call starts a fresh worker
@@ -188,7 +188,7 @@ class WorkerBackend:
                 self._worker.channel.send({"op": "exit"})
             except wire.ChannelClosed:
                 pass
-            self._stop()
+            self._stop(wait_s=5)
 
 
 class Submission:

@@ -61,9 +61,11 @@ class WorkerProcess:
     def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
         return self.channel.receive(deadline)
 
-    def exit_description(self) -> str:
-        code = self.process.poll()
-        if code is None:
+    def exit_description(self, wait_s: float = 1.0) -> str:
+        """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""
+        try:
+            code = self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
             return "it stopped answering"
         if code < 0:
             return f"killed by signal {signal.Signals(-code).name}"

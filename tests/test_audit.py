@@ -1,0 +1,19 @@
+"""Each hidden suite passes its audit: reference 100%, stub 0, every mutant killed with
+feedback naming its concept, every alternative correct solution 100%."""
+import pytest
+
+from grader.audit import audit
+from grader.tasks import all_tasks
+
+TASKS = all_tasks()
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
+def test_suite_audit(task):
+    (result,) = audit([task], jobs=2)
+    failures = [f"{e.name} ({e.kind}): {e.verdict}" for e in result.entries if not e.ok]
+    assert not failures, "\n".join(failures)
+    assert result.kill_rate == 1.0 and result.false_rejects == 0
+    mutants = [e for e in result.entries if e.kind == "mutant"]
+    assert len(mutants) >= 10
+    assert all(e.concept in e.failing_concepts for e in mutants)

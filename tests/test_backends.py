@@ -1,0 +1,174 @@
+"""The two backends behind the `submission` fixture behave alike, and the worker survives
+whatever a learner's module does: raise, exit, crash, hang, print, return objects."""
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from grader.loading import StudentImportError
+from grader.submission import (BadReturnValue, CallTimeout, InProcessBackend, StudentError, Submission,
+                               WorkerBackend, WorkerCrashed)
+
+LEARNER = """
+import os, signal, sys, time
+import numpy as np
+
+def double(x):
+    return x * 2
+
+def scale_in_place(x):
+    x *= 10
+    return x.sum()
+
+def broken(x):
+    helper = {}
+    return helper["missing"]
+
+def todo():
+    raise NotImplementedError('see README.md, section "Somewhere"')
+
+def returns_object():
+    return {"ok": object()}
+
+def chatty():
+    print("hello from the learner")
+    return 1
+
+def leave():
+    sys.exit(3)
+
+def skip_the_test():
+    import pytest
+    pytest.skip("nothing to see")
+
+def segfault():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def hang():
+    while True:
+        time.sleep(0.1)
+"""
+
+
+def write_module(tmp_path, source, name="learner.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+@pytest.fixture(params=["inprocess", "worker"])
+def backend(request, tmp_path):
+    path = write_module(tmp_path, LEARNER, f"learner_{request.param}.py")
+    if request.param == "inprocess":
+        made = InProcessBackend(path)
+    else:
+        made = WorkerBackend(path, tmp_path / "worker.log")
+    yield made
+    made.close()
+
+
+def call(backend, name, *args, within=20.0):
+    return Submission(backend, time.monotonic() + within).__getattr__(name)(*args)
+
+
+def test_calls_return_data(backend):
+    np.testing.assert_array_equal(call(backend, "double", np.arange(3)), [0, 2, 4])
+
+
+def test_learner_code_cannot_mutate_the_tests_inputs(backend):
+    x = np.ones(4)
+    assert call(backend, "scale_in_place", x) == 40.0
+    np.testing.assert_array_equal(x, np.ones(4))
+
+
+def test_exceptions_show_only_the_learners_frames(backend):
+    with pytest.raises(StudentError) as caught:
+        call(backend, "broken", 1)
+    info = caught.value.info
+    assert info["type"] == "KeyError" and info["file"].startswith("learner")
+    assert [f["function"] for f in info["frames"]] == ["broken"]
+    assert "helper[\"missing\"]" in info["frames"][0]["code"]
+    assert "test_backends" not in str(caught.value) and "grader" not in str(caught.value)
+
+
+def test_not_implemented_is_recognised(backend):
+    with pytest.raises(StudentError) as caught:
+        call(backend, "todo")
+    assert caught.value.not_implemented and "README" in str(caught.value)
+
+
+def test_non_data_results_are_refused(backend):
+    with pytest.raises(BadReturnValue, match=r"returned a value that is not data: value\['ok'\]"):
+        call(backend, "returns_object")
+
+
+def test_missing_function_is_a_learner_error(backend):
+    with pytest.raises(StudentError, match="defines no function 'softmax'"):
+        call(backend, "softmax", 1)
+
+
+@pytest.mark.parametrize("name", ["leave", "skip_the_test"])
+def test_exits_and_skips_fail_one_call_and_nothing_else(backend, name):
+    with pytest.raises(StudentError):
+        call(backend, name)
+    assert call(backend, "double", 2) == 4
+
+
+def test_worker_crash_fails_one_call_then_restarts(tmp_path):
+    backend = WorkerBackend(write_module(tmp_path, LEARNER), tmp_path / "log")
+    try:
+        with pytest.raises(WorkerCrashed, match="SIGSEGV"):
+            call(backend, "segfault")
+        assert call(backend, "double", 21) == 42
+    finally:
+        backend.close()
+
+
+def test_worker_hang_times_out_then_restarts(tmp_path):
+    backend = WorkerBackend(write_module(tmp_path, LEARNER), tmp_path / "log")
+    try:
+        started = time.monotonic()
+        with pytest.raises(CallTimeout):
+            call(backend, "hang", within=1.0)
+        assert time.monotonic() - started < 5
+        assert call(backend, "double", 1) == 2
+        assert len(backend.startup_seconds) == 2
+    finally:
+        backend.close()
+
+
+def test_worker_output_goes_to_the_log_not_the_protocol(tmp_path):
+    backend = WorkerBackend(write_module(tmp_path, LEARNER), tmp_path / "log")
+    try:
+        backend.start(time.monotonic() + 20)
+        mark = backend.output_mark()
+        assert call(backend, "chatty") == 1
+        assert backend.output_since(mark) == "hello from the learner\n"
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("kind", ["inprocess", "worker"])
+@pytest.mark.parametrize("source,expected", [
+    (None, "was not found"),
+    ("def f(:\n    pass\n", "SyntaxError"),
+    ("import sys\nsys.exit('bye')\n", "SystemExit: bye"),
+    ("import no_such_package_anywhere\n", "ModuleNotFoundError"),
+])
+def test_import_failures_are_reported_clearly(tmp_path, kind, source, expected):
+    path = tmp_path / "attention.py"
+    if source is not None:
+        path.write_text(source)
+    backend = InProcessBackend(path) if kind == "inprocess" else WorkerBackend(path, tmp_path / "log")
+    with pytest.raises(StudentImportError, match=expected) as caught:
+        backend.start(time.monotonic() + 20)
+    assert "attention.py" in str(caught.value)
+    backend.close()
+
+
+def test_hard_exit_at_import_is_a_crash(tmp_path):
+    path = write_module(tmp_path, "import os\nos._exit(7)\n")
+    backend = WorkerBackend(path, tmp_path / "log")
+    with pytest.raises(WorkerCrashed, match="exit code 7"):
+        backend.start(time.monotonic() + 20)

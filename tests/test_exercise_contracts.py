@@ -1,0 +1,103 @@
+"""Every exercise keeps its promises: one API shared by stub and reference, a stub that fails
+loudly with a pointer into its README, tests that declare points and a concept the README
+(English and Chinese) has a section for, and variants that still apply to the reference."""
+import ast
+import inspect
+import re
+
+import pytest
+
+from grader.loading import load_module
+from grader.tasks import HIDDEN, SOLUTIONS, all_tasks
+from grader.variants import reference_source, variants_of
+
+TASKS = all_tasks()
+IDS = [t.name for t in TASKS]
+
+
+def public_functions(path):
+    module = load_module(path)
+    return {name: obj for name, obj in vars(module).items()
+            if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")}
+
+
+def readme_sections(task, language=""):
+    text = task.exercise_dir.joinpath(f"README{language}.md").read_text(encoding="utf-8")
+    return [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
+
+
+def test_there_are_tasks():
+    assert TASKS, "no exercise folders found"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_stub_and_reference_share_one_api(task):
+    stub = public_functions(task.exercise_dir / f"{task.module}.py")
+    reference = public_functions(SOLUTIONS / task.name / f"{task.module}.py")
+    assert sorted(stub) == sorted(reference)
+    for name in stub:
+        assert inspect.signature(stub[name]) == inspect.signature(reference[name]), name
+        assert inspect.getdoc(stub[name]) == inspect.getdoc(reference[name]), name
+        assert inspect.getdoc(stub[name]), f"{name} has no docstring"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_stub_functions_point_into_the_readme(task):
+    sections = readme_sections(task)
+    source = (task.exercise_dir / f"{task.module}.py").read_text()
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            raised = ast.get_source_segment(source, node.body[-1])
+            match = re.search(r'NotImplementedError\(.*section "([^"]+)"', raised or "")
+            assert match, f"{node.name} must end with raise NotImplementedError('see README.md, section \"...\"')"
+            assert match.group(1) in sections, f"{node.name} points to a missing README section {match.group(1)!r}"
+
+
+def graded_tests(task):
+    """(file, test name, points, concept) for every test function of the task's suites."""
+    files = [*task.exercise_dir.glob("test_*.py"), *(HIDDEN / task.name).glob("test_*.py")]
+    for path in files:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                marks = {d.func.attr: d.args for d in node.decorator_list
+                         if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)}
+                points = marks.get("points", [None])[0]
+                concept = marks.get("concept", [None])[0]
+                yield (path.name, node.name, points and ast.literal_eval(points),
+                       concept and ast.literal_eval(concept))
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_every_test_declares_points_and_a_readme_concept(task):
+    english = readme_sections(task)
+    chinese = " ".join(readme_sections(task, ".zh-CN"))
+    tests = list(graded_tests(task))
+    assert len(tests) >= 5
+    for file, name, points, concept in tests:
+        assert isinstance(points, (int, float)) and points > 0, f"{file}::{name} declares no points"
+        assert concept in english, f"{file}::{name}: concept {concept!r} is not a README.md section"
+        assert f"({concept})" in chinese or f"（{concept}）" in chinese, \
+            f"{file}::{name}: README.zh-CN.md has no section for {concept!r}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_hidden_suites_never_quote_their_own_source(task):
+    """Hidden test files switch off assertion rewriting so failures carry messages only."""
+    for path in (HIDDEN / task.name).glob("test_*.py"):
+        assert "PYTEST_DONT_REWRITE" in (ast.get_docstring(ast.parse(path.read_text())) or ""), path.name
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_variants_apply_and_name_readme_concepts(task):
+    variants = variants_of(task)
+    kinds = {v.kind for v in variants}
+    assert kinds == {"mutant", "alternative"}, "each hidden suite keeps mutants and alternatives"
+    assert sum(v.kind == "alternative" for v in variants) >= 3
+    reference = reference_source(task)
+    sections = readme_sections(task)
+    for variant in variants:
+        assert variant.apply(reference) != reference
+        if variant.kind == "mutant":
+            assert variant.concept in sections, f"{variant.name}: {variant.concept!r} is not a README section"
+    assert len({v.name for v in variants}) == len(variants)
