@@ -20,6 +20,15 @@ GRADING = settings(derandomize=True, database=None, deadline=None, max_examples=
                                           HealthCheck.differing_executors])
 
 
+class ConceptError(AssertionError):
+    """A failure that names the concept it found broken, for a test that checks several
+    things in causal order (the first difference decides which README section to reread)."""
+
+    def __init__(self, concept: str, message: str):
+        super().__init__(message)
+        self.concept = concept
+
+
 def sibling_module(test_file: str, name: str):
     """Import `name`.py from the folder of `test_file` (suite folders are not packages)."""
     return load_module(Path(test_file).with_name(f"{name}.py"))

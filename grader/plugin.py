@@ -108,6 +108,8 @@ class GradingSession:
         if outcome is not None and result.status == "passed":
             status, feedback, graded = outcome
             result.status, result.graded = status, graded
+            if excinfo is not None and getattr(excinfo.value, "concept", None):
+                result.concept = excinfo.value.concept    # a test of several concepts names the broken one
             result.feedback = with_concept(feedback, result.concept) if status != "skipped" else feedback
         if when == "call":
             result.output = tail(report.capstdout + report.capstderr)

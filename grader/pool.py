@@ -9,6 +9,11 @@ audit does for the course's own mutants).
 Parent and child talk over the child's stdin and its original stdout, one JSON line each way
 per grading; pytest's own output goes to each grading's log file. A child that dies takes only
 the grading in flight with it: the parent starts a fresh child for the rest.
+
+Each child (and the workers it starts) gets an equal share of the CPU cores as its thread
+budget (OMP_NUM_THREADS, unless the caller set it): torch's OpenMP threads spin while they
+wait, and two gradings with a full set of threads each on the same cores run many times slower
+than with a share each.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ TIMED_OUT = "timeout"
 class PytestPool:
     def __init__(self, size: int):
         self.size = max(1, size)
+        self.threads = max(1, (os.cpu_count() or 1) // self.size)
 
     def run(self, jobs: list[tuple[list[str], Path]], limit_s: float, on_done=None, stream=None) -> list:
         """Run `pytest.main(args)` for each (args, log_path); return their exit codes in order.
@@ -46,7 +52,7 @@ class PytestPool:
                     if not queue:
                         break
                     index, (args, log_path) = queue.pop(0)
-                child = child or _Child()
+                child = child or _Child(self.threads)
                 codes[index] = child.run(args, log_path, limit_s, stream)
                 if codes[index] in (DIED, TIMED_OUT):
                     child.kill()
@@ -56,17 +62,18 @@ class PytestPool:
             if child:
                 child.close()
 
-        threads = [threading.Thread(target=serve) for _ in range(min(self.size, len(jobs)))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        servers = [threading.Thread(target=serve) for _ in range(min(self.size, len(jobs)))]
+        for server in servers:
+            server.start()
+        for server in servers:
+            server.join()
         return codes
 
 
 class _Child:
-    def __init__(self):
-        self.process = subprocess.Popen([sys.executable, "-m", "grader.pool"], cwd=COURSE_ROOT,
+    def __init__(self, threads: int):
+        env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **os.environ}
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, args: list[str], log_path: Path, limit_s: float, stream):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from grader.loading import load_module
-from grader.tasks import HIDDEN, SOLUTIONS, all_tasks
+from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
 from grader.variants import reference_source, variants_of
 
 TASKS = all_tasks()
@@ -26,8 +26,10 @@ def readme_sections(task, language=""):
     return [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
 
 
-def test_there_are_tasks():
-    assert TASKS, "no exercise folders found"
+def test_every_exercise_folder_is_a_task():
+    folders = [d for d in EXERCISES.iterdir() if d.is_dir() and d.name[:2].isdigit()]
+    assert folders and len(folders) == len(TASKS), \
+        {d.name: learner_modules(d) for d in folders if d.name not in {t.name for t in TASKS}}
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
@@ -58,14 +60,20 @@ def graded_tests(task):
     """(file, test name, points, concept) for every test function of the task's suites."""
     files = [*task.exercise_dir.glob("test_*.py"), *(HIDDEN / task.name).glob("test_*.py")]
     for path in files:
-        for node in ast.parse(path.read_text()).body:
+        tree = ast.parse(path.read_text())
+        constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                     for target in node.targets if isinstance(target, ast.Name)
+                     and isinstance(node.value, ast.Constant)}
+
+        def value(node):
+            return constants.get(node.id) if isinstance(node, ast.Name) else ast.literal_eval(node)
+
+        for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 marks = {d.func.attr: d.args for d in node.decorator_list
                          if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)}
-                points = marks.get("points", [None])[0]
-                concept = marks.get("concept", [None])[0]
-                yield (path.name, node.name, points and ast.literal_eval(points),
-                       concept and ast.literal_eval(concept))
+                points, concept = marks.get("points", [None])[0], marks.get("concept", [None])[0]
+                yield path.name, node.name, points and value(points), concept and value(concept)
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)

@@ -1,0 +1,141 @@
+"""Trusted probes for the hidden suite of exercise 02: they build models from data, watch the
+learner's loop from the outside (which model it built, what every optimizer step did) and
+return data only."""
+import contextlib
+
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+
+class Preempted(Exception):
+    """Raised from an optimizer-step hook to interrupt a run, as a preemption would."""
+
+
+def flat_parameters(model):
+    return torch.cat([p.detach().float().flatten() for p in model.parameters()])
+
+
+@contextlib.contextmanager
+def models_built():
+    """Record every model AutoModelForCausalLM.from_config / from_pretrained returns."""
+    built = []
+    originals = {name: getattr(AutoModelForCausalLM, name) for name in ("from_config", "from_pretrained")}
+
+    def recording(original):
+        def build(*args, **kwargs):
+            model = original(*args, **kwargs)
+            built.append(model)
+            return model
+        return build
+
+    for name, original in originals.items():
+        setattr(AutoModelForCausalLM, name, recording(original))
+    try:
+        yield built
+    finally:
+        for name, original in originals.items():
+            setattr(AutoModelForCausalLM, name, original)
+
+
+def watch_training(module, cfg, interrupt_after_step=None):
+    """Run the learner's train(cfg) and report, for every optimizer step, the learning rate
+    it used and the parameters after it; and the dtypes of parameters and optimizer state at
+    the end. With `interrupt_after_step`, the run is interrupted right after that step."""
+    steps, dtypes = [], {}
+
+    def after_step(optimizer, args, kwargs):
+        model = built[-1]
+        steps.append({"lr": optimizer.param_groups[0]["lr"], "params": flat_parameters(model)})
+        dtypes["params"] = sorted({str(p.dtype) for p in model.parameters()})
+        dtypes["optimizer_state"] = sorted({str(v.dtype) for state in optimizer.state.values()
+                                            for v in state.values() if torch.is_tensor(v) and v.ndim > 0})
+        if interrupt_after_step is not None and len(steps) == interrupt_after_step:
+            raise Preempted()
+
+    with models_built() as built:
+        hook = register_optimizer_step_post_hook(after_step)
+        try:
+            result = module.train(cfg)
+        except Preempted:
+            result = None
+        finally:
+            hook.remove()
+    return {"result": result, "steps": steps, "dtypes": dtypes, "models_built": len(built)}
+
+
+def _tiny_model(config, seed, frozen):
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config), dtype=torch.float32)
+    for name, parameter in model.named_parameters():
+        if any(part in name for part in frozen):
+            parameter.requires_grad_(False)
+    return model
+
+
+def param_group_names(module, config, weight_decay, frozen=()):
+    """The learner's param_groups on a model built from `config`, with parameters given back
+    by name. A parameter that is not the model's own is reported as "<foreign>"."""
+    model = _tiny_model(config, 0, frozen)
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = module.param_groups(model, weight_decay)
+    return [{"names": [names.get(id(p), "<foreign>") for p in group["params"]],
+             "options": {k: v for k, v in group.items() if k != "params"}} for group in groups]
+
+
+def watch_evaluate(module, config, batches, start_in_train_mode):
+    """The learner's evaluate on a model built from `config`: its value, whether the forward
+    passes ran without grad and in eval mode, and the mode the model is left in."""
+    model = _tiny_model(config, 0, ())
+    model.train(start_in_train_mode)
+    seen = []
+    model.register_forward_pre_hook(lambda m, args: seen.append((torch.is_grad_enabled(), m.training)))
+    value = module.evaluate(model, batches)
+    return {"value": value, "forwards": len(seen), "grad_enabled": [g for g, _ in seen],
+            "training_during_forward": [t for _, t in seen], "training_after": model.training}
+
+
+def watch_plot(module, log_path, png_path):
+    """The learner's plot_curves, with the figure it saves captured: its axes' scales and lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figures = []
+    original = Figure.savefig
+
+    def capture(self, *args, **kwargs):
+        figures.append(self)
+        return original(self, *args, **kwargs)
+
+    Figure.savefig = capture
+    try:
+        module.plot_curves(log_path, png_path)
+    finally:
+        Figure.savefig = original
+    axes = [{"xscale": ax.get_xscale(), "lines": [{"x": [float(v) for v in line.get_xdata()],
+                                                   "y": [float(v) for v in line.get_ydata()]}
+                                                  for line in ax.get_lines()]}
+            for figure in figures[-1:] for ax in figure.get_axes()]
+    return {"figures_saved": len(figures), "axes": axes}
+
+
+def watch_cuda_transfers(module, cfg):
+    """Run train(cfg) on CUDA and report how batch tensors reached the device: pinned or not,
+    non_blocking or not."""
+    transfers = []
+    original = torch.Tensor.to
+
+    def recording(self, *args, **kwargs):
+        target = args[0] if args else kwargs.get("device")
+        if self.device.type == "cpu" and self.dtype == torch.long and str(target).startswith("cuda"):
+            transfers.append({"pinned": self.is_pinned(), "non_blocking": bool(kwargs.get("non_blocking", False))})
+        return original(self, *args, **kwargs)
+
+    torch.Tensor.to = recording
+    try:
+        result = module.train(cfg)
+    finally:
+        torch.Tensor.to = original
+    return {"transfers": transfers, "final_eval_loss": result["final_eval_loss"]}
