@@ -4,8 +4,9 @@ A value is packed into JSON plus a list of binary blobs (arrays and tensors as `
 Pickle is never used, and an incoming `.npy` blob is checked (dtype, shape, byte count) before
 anything is allocated, so a hostile peer can neither run code nor make us allocate at will.
 
-Tagged JSON: plain JSON types stand for themselves; everything else is an object whose "$" key
-names its kind ("dict", "tuple", "float", "ndarray", "scalar", "tensor", "path", "bytes").
+Tagged JSON: plain JSON types stand for themselves, a dict with str keys is a JSON object;
+everything else is an object whose "$" key names its kind ("dict" for a dict that has a "$" key
+of its own, "tuple", "float", "ndarray", "scalar", "tensor", "path", "bytes").
 """
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ class WireError(ValueError):
     """A value that is not data, or a message that breaks the protocol."""
 
 
+class _NotData(WireError):
+    """Raised at the offending leaf; containers on the way up prepend their index or key, so the
+    path is only ever formatted for a value that fails."""
+
+    def __init__(self, problem: str, path: str = ""):
+        super().__init__(f"value{path} {problem}")
+        self.problem, self.path = problem, path
+
+    def within(self, step: str) -> "_NotData":
+        return _NotData(self.problem, step + self.path)
+
+
 class ChannelClosed(EOFError):
     """The other side went away (the worker died or closed its pipe)."""
 
@@ -43,7 +56,7 @@ class ChannelTimeout(TimeoutError):
 
 def pack(value) -> tuple[object, list[bytes]]:
     blobs: list[bytes] = []
-    return _pack(value, blobs, "value"), blobs
+    return _pack(value, blobs), blobs
 
 
 def unpack(obj, blobs: list[bytes]):
@@ -56,62 +69,98 @@ def roundtrip(value):
     return unpack(*pack(value))
 
 
-def _pack(value, blobs, where):
-    if value is None or isinstance(value, (bool, str)):
+def _pack(value, blobs):
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or value is None:      # the common cases first
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if kind is list:
+        return _pack_items(value, blobs)
+    if kind is dict:
+        return _pack_dict(value, blobs)
+    return _pack_other(value, blobs)
+
+
+def _pack_items(values, blobs):
+    packed = []
+    for index, value in enumerate(values):
+        try:
+            packed.append(_pack(value, blobs))
+        except _NotData as exc:
+            raise exc.within(f"[{index}]") from None
+    return packed
+
+
+def _pack_dict(value, blobs):
+    items = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            raise _NotData(f"has a key of type {type(key).__name__}; only str keys are data")
+        try:
+            items[key] = _pack(item, blobs)
+        except _NotData as exc:
+            raise exc.within(f"[{key!r}]") from None
+    return {"$": "dict", "items": items} if "$" in items else items
+
+
+def _pack_other(value, blobs):
+    if isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
-        return value
+        return int(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
-    if isinstance(value, (list, tuple)):
-        items = [_pack(v, blobs, f"{where}[{i}]") for i, v in enumerate(value)]
-        return items if isinstance(value, list) else {"$": "tuple", "items": items}
+        return _pack(float(value), blobs)
+    if isinstance(value, list):
+        return _pack_items(value, blobs)
+    if isinstance(value, tuple):
+        return {"$": "tuple", "items": _pack_items(value, blobs)}
     if isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):
-                raise WireError(f"{where} has a key of type {type(key).__name__}; only str keys are data")
-        return {"$": "dict", "items": {k: _pack(v, blobs, f"{where}[{k!r}]") for k, v in value.items()}}
+        return _pack_dict(value, blobs)
     if isinstance(value, np.ndarray):
-        return {"$": "ndarray", "blob": _add_blob(blobs, _npy_bytes(value, where))}
+        return {"$": "ndarray", "blob": _add_blob(blobs, _npy_bytes(value))}
     if isinstance(value, np.generic):
-        return {"$": "scalar", "blob": _add_blob(blobs, _npy_bytes(np.asarray(value), where))}
+        return {"$": "scalar", "blob": _add_blob(blobs, _npy_bytes(np.asarray(value)))}
     if isinstance(value, pathlib.PurePath):
         return {"$": "path", "v": str(value)}
     if isinstance(value, bytes):
         return {"$": "bytes", "blob": _add_blob(blobs, value)}
     if _is_tensor(value):
-        return _pack_tensor(value, blobs, where)
-    raise WireError(
-        f"{where} is a {type(value).__module__}.{type(value).__qualname__}; graded functions take and "
+        return _pack_tensor(value, blobs)
+    raise _NotData(
+        f"is a {type(value).__module__}.{type(value).__qualname__}; graded functions take and "
         "return data only: numbers, strings, lists, tuples, dicts with str keys, NumPy arrays, "
         "torch tensors, paths")
 
 
 def _unpack(obj, blobs):
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    kind = type(obj)
+    if kind is str or kind is int or kind is float or kind is bool or obj is None:
         return obj
-    if isinstance(obj, list):
+    if kind is list:
         return [_unpack(v, blobs) for v in obj]
-    if not isinstance(obj, dict) or "$" not in obj:
+    if kind is not dict:
         raise WireError(f"malformed value: {str(obj)[:80]}")
-    kind = obj["$"]
-    if kind == "dict":
+    tag = obj.get("$")
+    if tag is None:
+        return {k: _unpack(v, blobs) for k, v in obj.items()}
+    if tag == "dict":
         return {k: _unpack(v, blobs) for k, v in obj["items"].items()}
-    if kind == "tuple":
+    if tag == "tuple":
         return tuple(_unpack(v, blobs) for v in obj["items"])
-    if kind == "float":
+    if tag == "float":
         return float(obj["v"])
-    if kind == "ndarray":
+    if tag == "ndarray":
         return _npy_array(_blob(blobs, obj))
-    if kind == "scalar":
+    if tag == "scalar":
         return _npy_array(_blob(blobs, obj))[()]
-    if kind == "path":
+    if tag == "path":
         return pathlib.Path(obj["v"])
-    if kind == "bytes":
+    if tag == "bytes":
         return bytes(_blob(blobs, obj))
-    if kind == "tensor":
+    if tag == "tensor":
         return _unpack_tensor(obj, blobs)
-    raise WireError(f"unknown value kind {kind!r}")
+    raise WireError(f"unknown value kind {tag!r}")
 
 
 def _add_blob(blobs, data: bytes) -> int:
@@ -126,9 +175,9 @@ def _blob(blobs, obj) -> bytes:
     return blobs[index]
 
 
-def _npy_bytes(array: np.ndarray, where: str) -> bytes:
+def _npy_bytes(array: np.ndarray) -> bytes:
     if array.dtype.kind not in _NUMERIC_KINDS or array.dtype.fields is not None:
-        raise WireError(f"{where} is an array of dtype {array.dtype}; only bool and numeric arrays are data")
+        raise _NotData(f"is an array of dtype {array.dtype}; only bool and numeric arrays are data")
     buffer = io.BytesIO()
     np.lib.format.write_array(buffer, array, allow_pickle=False)
     return buffer.getvalue()
@@ -165,17 +214,17 @@ def _torch_if_loaded():
     return sys.modules.get("torch")
 
 
-def _pack_tensor(tensor, blobs, where):
+def _pack_tensor(tensor, blobs):
     import torch
     if tensor.layout != torch.strided or tensor.is_quantized:
-        raise WireError(f"{where} is a {tensor.layout} tensor; only dense tensors are data")
+        raise _NotData(f"is a {tensor.layout} tensor; only dense tensors are data")
     dtype = str(tensor.dtype).removeprefix("torch.")
     data = tensor.detach().to("cpu").contiguous()
     if tensor.dtype == torch.bfloat16:      # NumPy has no bfloat16: ship the raw 16 bits
         data = data.view(torch.int16)
     array = data.numpy()
     return {"$": "tensor", "dtype": dtype, "device": tensor.device.type,
-            "blob": _add_blob(blobs, _npy_bytes(array, where))}
+            "blob": _add_blob(blobs, _npy_bytes(array))}
 
 
 def _unpack_tensor(obj, blobs):

@@ -48,7 +48,7 @@ def counted_tokens(batch):
 
 def replay(cfg):
     """Per optimizer step: tokens, mean token loss, pre-clip gradient norm, the lr used and
-    the parameters after the step; plus the model at the end."""
+    the parameters after the step; plus the initial parameters and the model at the end."""
     cfg = {**DEFAULTS, **cfg}
     model = build_model(cfg)
     pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
@@ -68,6 +68,7 @@ def replay(cfg):
             yield from loader
 
     batches = forever()
+    initial_params = flat_parameters(model)
     steps = []
     model.train()
     for step in range(1, cfg["max_steps"] + 1):
@@ -87,4 +88,4 @@ def replay(cfg):
         optimizer.zero_grad(set_to_none=True)
         steps.append({"step": step, "tokens": tokens, "loss": loss_sum / tokens, "grad_norm": grad_norm,
                       "lr": lr, "params": flat_parameters(model)})
-    return {"steps": steps, "model": model}
+    return {"initial_params": initial_params, "steps": steps, "model": model}

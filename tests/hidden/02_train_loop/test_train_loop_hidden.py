@@ -27,8 +27,14 @@ replay = sibling_module(__file__, "replay")
 
 LR = dict(rtol=1e-12, atol=1e-15)         # closed-form schedule: only float rounding differs
 LOSS = dict(rtol=1e-5, atol=1e-6)          # float32 cross-entropy, summed in another order
-PARAMS = dict(rtol=1e-5, atol=1e-7)        # the same float32 arithmetic, up to reduction order
-CONVERGENCE_MARGIN = 0.5                   # nats/token above the corpus floor after ~20 s from scratch
+# Parameters are compared relative to how far the step moved them: reordered float32 sums
+# (an equivalent loss reduction) drift to ~1e-5 of a step's update over 8 steps, while every
+# wrong loop seen moves them by more than 1e-2 of it (AdamW magnifies noise in near-zero
+# gradients, so a per-element tolerance would have to be loose where it matters).
+PARAMS_OF_UPDATE = 1e-3
+CONVERGENCE_MARGIN = 0.45                  # nats/token above the floor; the reference ends ~0.35 above it
+CONVERGENCE_MODEL = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, head_dim=16)  # ~10 s of CPU
+CONVERGENCE_EVAL_DOCUMENTS = 200
 
 LOSS_CONCEPT = "The loss: shift, ignore_index, float32"
 VOCAB = 97
@@ -73,6 +79,12 @@ def close(a, b, rtol, atol):
     return abs(a - b) <= atol + rtol * abs(b)
 
 
+def params_close(seen, want, before):
+    """`seen` is within PARAMS_OF_UPDATE of the update that took `before` to `want`."""
+    difference = torch.linalg.vector_norm(seen - want)
+    return bool(difference <= PARAMS_OF_UPDATE * torch.linalg.vector_norm(want - before) + 1e-9)
+
+
 def compare_with_replay(watched, expected, params_concept):
     """Walk the steps in causal order; the first difference names the concept that broke."""
     log = (watched["result"] or {}).get("log") or []
@@ -82,6 +94,7 @@ def compare_with_replay(watched, expected, params_concept):
     if len(log) != len(expected["steps"]):
         raise ConceptError("The run record", f"with log_every=1 the log should have {len(expected['steps'])} "
                            f"entries, it has {len(log)}")
+    before = expected["initial_params"]
     for step, (seen, entry, want) in enumerate(zip(watched["steps"], log, expected["steps"]), start=1):
         if entry.get("tokens") != want["tokens"]:
             raise ConceptError("Batching and padding", f"step {step} counted {entry.get('tokens')} tokens in its "
@@ -97,11 +110,12 @@ def compare_with_replay(watched, expected, params_concept):
         if not close(seen["lr"], want["lr"], **LR):
             raise ConceptError("Warmup and cosine", f"optimizer step {step} ran with lr {seen['lr']:.6g}, "
                                f"the schedule says {want['lr']:.6g}")
-        if not torch.allclose(seen["params"], want["params"], **PARAMS):
+        if not params_close(seen["params"], want["params"], before):
             worst = int((seen["params"] - want["params"]).abs().argmax())
             raise ConceptError(params_concept, f"after step {step} the parameters differ from the reference "
                                f"(loss, gradient norm and lr matched): parameter #{worst} is "
                                f"{seen['params'][worst]:.7g}, expected {want['params'][worst]:.7g}")
+        before = want["params"]
 
 
 # ---------------------------------------------------------------- collate
@@ -328,9 +342,10 @@ def test_resume_reproduces_an_uninterrupted_run(submission, rng, tmp_path):
     assert len(second["steps"]) == 4, f"the resumed run took {len(second['steps'])} steps; from the checkpoint " \
                                       "of step 4 to max_steps=8 it should take 4"
     for offset, (got, want) in enumerate(zip(second["steps"], whole["steps"][4:]), start=5):
+        before = whole["steps"][offset - 2]["params"]
         assert close(got["lr"], want["lr"], **LR), f"resumed step {offset} ran with lr {got['lr']:.6g}, " \
                                                    f"the uninterrupted run with {want['lr']:.6g}: restore the step"
-        assert torch.allclose(got["params"], want["params"], **PARAMS), (
+        assert params_close(got["params"], want["params"], before), (
             f"after resumed step {offset} the parameters differ from the uninterrupted run: restore the model, "
             "the optimizer state (AdamW's moments) and the position in the data")
     resumed_log = [(e["step"], e["tokens"]) for e in second["result"]["log"]]
@@ -423,17 +438,22 @@ def test_plot_curves_draws_loss_on_log_steps_and_lr(submission, tmp_path):
 @pytest.mark.concept("Convergence")
 @pytest.mark.timeout(300)
 def test_from_scratch_run_approaches_the_corpus_floor(submission, tmp_path):
-    """from scratch on the corpus, about 20 s of CPU: eval loss within the stated margin of the source's floor"""
-    manifest = json.loads((DATASETS / "MANIFEST.json").read_text())
-    floor = manifest["facts"]["corpus"]["loss_floor_nats_per_token"]
-    cfg = {"model_dir": str(DATASETS / "tiny_llama"), "init": "scratch", "train_path": str(DATASETS / "corpus" / "train.jsonl"),
-           "eval_path": str(DATASETS / "corpus" / "eval.jsonl"), "out_dir": str(tmp_path / "run"), "seed": 0,
-           "batch_size": 16, "grad_accum_steps": 1, "max_steps": 150, "warmup_steps": 15, "max_lr": 3e-3,
-           "min_lr": 3e-4, "weight_decay": 0.1, "clip_norm": 1.0, "log_every": 10, "eval_every": 1000}
+    """from scratch on the corpus, 150 steps: eval loss within the stated margin of the source's floor"""
+    config = AutoConfig.from_pretrained(DATASETS / "tiny_llama")
+    config.update(CONVERGENCE_MODEL)
+    config.save_pretrained(tmp_path / "model")
+    documents = replay.read_jsonl(DATASETS / "corpus" / "eval.jsonl")[:CONVERGENCE_EVAL_DOCUMENTS]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
+    # The floor of these documents, exactly: the source's own negative log-likelihood per predicted token.
+    floor = sum(d["source_nll"] for d in documents) / sum(len(d["input_ids"]) - 1 for d in documents)
+    cfg = {"model_dir": str(tmp_path / "model"), "init": "scratch", "train_path": str(DATASETS / "corpus" / "train.jsonl"),
+           "eval_path": str(tmp_path / "eval.jsonl"), "out_dir": str(tmp_path / "run"), "seed": 0, "batch_size": 32,
+           "grad_accum_steps": 1, "max_steps": 150, "warmup_steps": 15, "max_lr": 1e-2, "min_lr": 1e-3,
+           "weight_decay": 0.1, "clip_norm": 1.0, "log_every": 10, "eval_every": 1000}
     result = submission.train(cfg)
     assert result["final_eval_loss"] <= floor + CONVERGENCE_MARGIN, (
-        f"after {cfg['max_steps']} steps the eval loss is {result['final_eval_loss']:.3f} nats/token; the corpus "
-        f"floor is {floor:.3f} and a correct loop gets within {CONVERGENCE_MARGIN}")
+        f"after {cfg['max_steps']} steps from scratch the eval loss is {result['final_eval_loss']:.3f} nats/token; "
+        f"the source's floor on these documents is {floor:.3f}, and a correct loop gets within {CONVERGENCE_MARGIN}")
 
 
 # ---------------------------------------------------------------- GPU

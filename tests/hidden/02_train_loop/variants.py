@@ -91,9 +91,9 @@ ALTERNATIVES = [
 ''',
                        '''        for group in optimizer.param_groups:
             group["lr"] = schedule(state["step"])
-    _write_jsonl''': '''        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: schedule(s) / cfg["max_lr"],
+    _write_jsonl''': '''        # the constructor takes one step itself: from last_epoch = step - 1 to step
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: schedule(s) / cfg["max_lr"],
                                                       last_epoch=state["step"] - 1)
-        scheduler.step()
     _write_jsonl''',
                        NEXT_LR: '        state["step"] += 1\n        scheduler.step()\n'}),
     Alternative("masked_sum_loss", note="per-token losses, masked and summed by hand",
