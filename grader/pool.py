@@ -18,6 +18,7 @@ than with a share each.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -130,6 +131,9 @@ def _serve() -> None:
     os.dup2(devnull, 2)           # reach the reply pipe or the user's terminal
     for line in sys.stdin:
         request = json.loads(line)
+        # What survived the last grading (modules, caches) lives on: freeze it, so the garbage
+        # collection each pytest session ends with scans only that session's objects.
+        gc.freeze()
         with open(request["log"], "w", encoding="utf-8") as log, \
                 contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             code = pytest.main(request["args"])

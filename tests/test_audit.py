@@ -8,6 +8,7 @@ from grader.tasks import all_tasks
 TASKS = all_tasks()
 
 
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_suite_audit(task):
     (result,) = audit([task], jobs=2)

@@ -1,0 +1,535 @@
+"""Hidden suite for exercise 05 (reading torch.profiler output). PYTEST_DONT_REWRITE
+
+Two kinds of profile are read. Six CPU scenarios (scenarios.py) are built with sizes drawn from
+the run's seed and profiled here by trusted code; the shipped CUDA fixtures (datasets/profiles,
+built by datasets/profiles_build.py) cover device times, kernels and idle time. The oracles are
+the profiler's own data: key_averages() rows, the trace's events (step spans, interval unions
+by a sweep over their endpoints, kernel durations), and each scenario's construction. Traces
+reach the learner's readers reduced to their complete events (ph, cat, name, pid, tid, ts,
+dur), which is all a reader needs and keeps the wire light.
+"""
+import functools
+import gzip
+import json
+import math
+import numbers
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grader.checks import GRADING, sibling_module
+from grader.tasks import DATASETS
+
+probes = sibling_module(__file__, "probes")
+scenarios = sibling_module(__file__, "scenarios")
+
+REL_TOL = 1e-7      # the same floats summed in another order: far below any real difference
+ABS_TOL_MS = 1e-6
+TRACE_TOL_US = 0.5  # self and total come from one nanosecond clock: rounding stays far below 1 us
+MARGIN = 3.0        # a scenario's dominant cost is at least this many times the next one
+ATTEMPTS = 3        # profiles of a scenario until one shows its construction by MARGIN
+
+CONCEPT_RECORDING = "Recording a profile"
+CONCEPT_SELF = "Self and total time"
+CONCEPT_STEPS = "Steps and phases"
+CONCEPT_DEVICE = "Device time and idle time"
+CONCEPT_TIMING = "Asynchronous timing"
+CONCEPT_DIAGNOSIS = "Diagnosis"
+
+LABELS = ("gemm", "attention", "data_loading", "launch_overhead", "host_sync", "optimizer")
+CUDA_FIXTURES = [f"cuda_{label}" for label in LABELS]
+PHASE_PREFIXES = {"data_loading": "enumerate(DataLoader)", "optimizer": "Optimizer.step#"}
+PHASE_NAMES = {"forward": "forward", "backward": "backward"}
+GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|addmv|mv|matmul|linear)$")
+SYNC = re.compile(r"^(aten::item|aten::_local_scalar_dense|cuda(Stream|Device|Event)Synchronize)$")
+CATEGORIES = {"gemm": [r"^aten::(mm|addmm|bmm|matmul|linear)$"], "attention": "attention",
+              "host reads": [r"^aten::item$", r"^aten::_local_scalar_dense$"],
+              "annotations": r"^(ProfilerStep|forward|backward|enumerate\(DataLoader\)|Optimizer)",
+              "elementwise": [r"^aten::(add|mul|sub|div|sigmoid|square|pow|mean|sum)_?$"]}
+
+
+# ---------------------------------------------------------------- profiles
+# Both kinds are built once per process: a pool process grades many submissions (and the audit
+# many variants) with one seed, and the data handed to learner code is copied on the wire.
+
+def slim(trace):
+    """The trace as the readers get it: complete events, the fields a reader needs."""
+    keep = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+    return {"traceEvents": [{k: e[k] for k in keep if k in e} for e in trace["traceEvents"] if e.get("ph") == "X"]}
+
+
+@functools.cache
+def shipped_profiles():
+    profiles = {}
+    for name in [*CUDA_FIXTURES, "cpu_train_step"]:
+        table = json.loads((DATASETS / "profiles" / f"{name}.table.json").read_text())["rows"]
+        with gzip.open(DATASETS / "profiles" / f"{name}.trace.json.gz") as stream:
+            profiles[name] = (table, slim(json.load(stream)))
+    return profiles
+
+
+@functools.cache
+def scenario_profiles(seed):
+    """The six CPU scenarios, sized from the run's seed and profiled by trusted code; each one
+    re-profiled (at most ATTEMPTS times) until it shows its construction by MARGIN, so a burst of
+    load on a shared machine cannot hand the readers a profile that says something else."""
+    rng = np.random.default_rng([seed, 5])
+    sizes = scenarios.draw_sizes(rng)
+    profiles = {}
+    for label, build in scenarios.BUILDERS.items():
+        step = build(**sizes[label], seed=int(rng.integers(1 << 30)))
+        for _ in range(ATTEMPTS):
+            table, trace = scenarios.record(step)
+            costs = cpu_costs(table, trace)
+            runner_up = max(ms for other, ms in costs.items() if other != label)
+            if costs[label] >= MARGIN * runner_up:
+                break
+        profiles[label] = (table, slim(trace))
+    return profiles
+
+
+@pytest.fixture
+def fixtures():
+    return shipped_profiles()
+
+
+@pytest.fixture
+def cpu_profiles(seed):
+    return scenario_profiles(seed)
+
+
+# ---------------------------------------------------------------- oracles
+
+def host_rows(table):
+    return [row for row in table if row["device_type"] == "cpu"]
+
+
+def expected_top(table, k, by):
+    return [row["name"] for row in sorted(table, key=lambda row: (-row[by], row["name"]))[:k]]
+
+
+def expected_breakdown(table, categories, by):
+    compiled = {label: [re.compile(p) for p in ([found] if isinstance(found, str) else found)]
+                for label, found in categories.items()}
+    result = dict.fromkeys([*categories, "other"], 0.0)
+    for row in host_rows(table):
+        label = next((label for label, patterns in compiled.items() if any(p.search(row["name"]) for p in patterns)),
+                     "other")
+        result[label] += row[by] / 1000.0
+    return result
+
+
+def covered_us(intervals, start, end):
+    """Length of the union of `intervals` inside [start, end): a sweep over their endpoints."""
+    points = sorted(point for s, e in intervals if min(e, end) > max(s, start)
+                    for point in ((max(s, start), 1), (min(e, end), -1)))
+    depth, covered, last = 0, 0.0, None
+    for time_, change in points:
+        if depth > 0:
+            covered += time_ - last
+        depth, last = depth + change, time_
+    return covered
+
+
+def events_of(trace):
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+
+
+def phase_of(name):
+    for phase, prefix in PHASE_PREFIXES.items():
+        if name.startswith(prefix):
+            return phase
+    return next((phase for phase, exact in PHASE_NAMES.items() if name == exact), None)
+
+
+def expected_steps(trace):
+    events = events_of(trace)
+    regions = {phase: [] for phase in ("data_loading", "forward", "backward", "optimizer")}
+    for e in events:
+        if e.get("cat") == "user_annotation" and phase_of(e["name"]):
+            regions[phase_of(e["name"])].append((e["ts"], e["ts"] + e["dur"]))
+    kernels = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "kernel"]
+    steps = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
+                   key=lambda e: int(e["name"].split("#")[1]))
+    rows = []
+    for step in steps:
+        start, end = step["ts"], step["ts"] + step["dur"]
+        row = {"step": int(step["name"].split("#")[1]), "wall_ms": step["dur"] / 1000.0}
+        row.update({f"{phase}_ms": covered_us(spans, start, end) / 1000.0 for phase, spans in regions.items()})
+        if kernels:
+            row["device_busy_ms"] = covered_us(kernels, start, end) / 1000.0
+            row["device_idle_fraction"] = 1.0 - row["device_busy_ms"] / row["wall_ms"]
+        rows.append(row)
+    return rows
+
+
+def cpu_costs(table, trace):
+    """The diagnosis' costs of a CPU profile (ms per step), by the rules of the contract."""
+    steps = expected_steps(trace)
+    per_step = 1.0 / (1000.0 * len(steps))
+    hosts = host_rows(table)
+
+    def self_time(pattern):
+        return sum(row["self_cpu_us"] for row in hosts if pattern.search(row["name"])) * per_step
+
+    tiny = [row for row in hosts if row["count"] and row["self_cpu_us"] / row["count"] < 50.0
+            and not SYNC.search(row["name"])]
+    return {"gemm": self_time(GEMM), "attention": self_time(re.compile("attention")),
+            "data_loading": np.mean([s["data_loading_ms"] for s in steps]),
+            "optimizer": np.mean([s["optimizer_ms"] for s in steps]),
+            "host_sync": self_time(SYNC), "launch_overhead": sum(row["self_cpu_us"] for row in tiny) * per_step}
+
+
+def close(got, expected):
+    return isinstance(got, numbers.Real) and math.isclose(got, expected, rel_tol=REL_TOL, abs_tol=ABS_TOL_MS)
+
+
+def describe_rows(names, limit=6):
+    return ", ".join(names[:limit]) + (" ..." if len(names) > limit else "")
+
+
+def check_top(submission, table, k, by, what):
+    got = submission.top_ops(table, k=k, by=by)
+    assert isinstance(got, list) and all(isinstance(row, dict) for row in got), \
+        f"top_ops({what}, k={k}, by={by!r}) must return a list of the table's rows (dicts), got {type(got).__name__}"
+    names, expected = [row.get("name") for row in got], expected_top(table, k, by)
+    assert names == expected, (f"top_ops({what}, k={k}, by={by!r}): expected the rows [{describe_rows(expected)}], "
+                               f"got [{describe_rows(names)}]: sort by that column, largest first")
+    changed = [row["name"] for row in got if row not in table]
+    assert not changed, f"top_ops must return the rows unchanged; these came back altered: {changed[:3]}"
+
+
+def check_breakdown(got, expected, what):
+    assert isinstance(got, dict) and set(got) == set(expected), \
+        (f"{what}: expected a dict with the keys {sorted(expected)}, got "
+         f"{sorted(got) if isinstance(got, dict) else type(got).__name__}")
+    wrong = {label: (got[label], ms) for label, ms in expected.items() if not close(got[label], ms)}
+    label, (value, ms) = next(iter(wrong.items()), (None, (None, None)))
+    assert not wrong, (f"{what}: {label!r} is {value!r} ms, expected {ms:.6g} ms "
+                       f"({len(wrong)} of {len(expected)} labels differ)")
+
+
+def check_steps(got, expected, what):
+    assert isinstance(got, list) and len(got) == len(expected), \
+        f"{what}: expected a list of {len(expected)} steps, got {len(got) if isinstance(got, list) else type(got).__name__}"
+    for got_row, row in zip(got, expected):
+        assert isinstance(got_row, dict), f"{what}: each step must be a dict, got {type(got_row).__name__}"
+        assert got_row.get("step") == row["step"], \
+            (f"{what}: steps come in the trace's order, numbered by ProfilerStep#N: expected step {row['step']}, "
+             f"got {got_row.get('step')!r}")
+        for key, value in row.items():
+            if key != "step":
+                assert close(got_row.get(key), value), \
+                    f"{what}, step {row['step']}: {key} is {got_row.get(key)!r}, expected {value:.6g}"
+
+
+def shuffled(trace, rng):
+    """The same trace with its events in another order and its clock moved: readers must not care."""
+    shift = float(rng.integers(1_000, 1_000_000))
+    events = [dict(e, ts=e["ts"] + shift) for e in trace["traceEvents"]]
+    return {"traceEvents": [events[i] for i in rng.permutation(len(events))]}
+
+
+# ---------------------------------------------------------------- recording a profile
+
+@pytest.mark.points(3)
+@pytest.mark.concept(CONCEPT_RECORDING)
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("steps,warmup", [(3, 2), (2, 1)], ids=["3-after-2", "2-after-1"])
+def test_profile_steps_records_only_the_active_steps(submission, steps, warmup):
+    """profile_steps runs warmup + steps calls and records only the last `steps` of them"""
+    got = submission.probe(probes.profile_counting_calls, steps, warmup, 48 + steps)
+    assert got["calls"] == warmup + steps, \
+        f"profile_steps(steps={steps}, warmup={warmup}) called step_fn {got['calls']} times, expected {warmup + steps}"
+    assert isinstance(got["table"], list) and all(isinstance(r, dict) and "name" in r for r in got["table"]), \
+        "the table must be a list of dicts, one per key_averages() row, each with a 'name'"
+    counts = {row["name"]: row.get("count") for row in got["table"]}
+    for op in ("aten::mm", "aten::sigmoid", "ProfilerStep*"):
+        assert counts.get(op) == steps, \
+            (f"the step runs {op} once per call: with {steps} active steps its row must count {steps}, got "
+             f"{counts.get(op)!r}; warmup calls are run but never recorded")
+    assert got["trace_is_dict"], "the trace must be the parsed Chrome-trace JSON: a dict with 'traceEvents'"
+    numbers_ = sorted(int(name.split("#")[1]) for name in got["steps"])
+    assert len(numbers_) == steps and numbers_ == list(range(numbers_[0], numbers_[0] + steps)), \
+        f"the trace must hold the {steps} active steps only, one ProfilerStep#N each; it holds {sorted(got['steps'])}"
+    assert got["mm_events"] == steps, f"the trace holds {got['mm_events']} aten::mm events, expected {steps}"
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_RECORDING)
+@pytest.mark.timeout(180)
+def test_profile_steps_table_rows(submission):
+    """each table row carries the profiler's columns in microseconds; no device time on a CPU run"""
+    got = submission.probe(probes.profile_counting_calls, 3, 1, 40)
+    keys = {"name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", "device_type"}
+    for row in got["table"]:
+        assert keys <= set(row), f"row {row.get('name')!r} lacks {sorted(keys - set(row))}"
+        assert row["device_type"] == "cpu", f"a CPU-only run has host rows only; {row['name']!r} says {row['device_type']!r}"
+        assert row["self_device_us"] == 0 and row["device_total_us"] == 0, \
+            f"a CPU-only run has no device time, but {row['name']!r} reports {row['self_device_us']} us of it"
+        assert row["cpu_total_us"] >= row["self_cpu_us"] - TRACE_TOL_US, \
+            f"{row['name']!r}: total time {row['cpu_total_us']} is less than its self time {row['self_cpu_us']}"
+    step_row = next(row for row in got["table"] if row["name"] == "ProfilerStep*")
+    children = sum(row["self_cpu_us"] for row in got["table"])
+    assert math.isclose(step_row["cpu_total_us"], children, rel_tol=1e-3, abs_tol=1.0), \
+        (f"the steps' total time ({step_row['cpu_total_us']:.1f}) must equal the sum of every row's self time "
+         f"({children:.1f}): read self_cpu_time_total and cpu_time_total, in microseconds")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_RECORDING)
+@pytest.mark.timeout(180)
+def test_profile_steps_records_shapes(submission):
+    """the trace's ops carry their input shapes (record_shapes=True)"""
+    got = submission.probe(probes.profile_counting_calls, 2, 1, 30)
+    assert got["mm_inputs"] and all(dims == [[30, 31], [31, 32]] for dims in got["mm_inputs"]), \
+        f"aten::mm of a (30, 31) by (31, 32) product must carry 'Input Dims' [[30, 31], [31, 32]]; got {got['mm_inputs'][:1]}"
+
+
+# ---------------------------------------------------------------- self and total time
+
+@pytest.mark.points(3)
+@pytest.mark.concept(CONCEPT_SELF)
+def test_top_ops_follows_the_profile(submission, cpu_profiles, fixtures):
+    """top_ops ranks a real table's rows by the asked column, as key_averages().table(sort_by=...) does"""
+    for label, (table, _) in cpu_profiles.items():
+        for by in ("self_cpu_us", "cpu_total_us"):
+            check_top(submission, table, 5, by, f"the {label} scenario's table")
+    table, _ = fixtures["cpu_train_step"]
+    check_top(submission, table, len(table), "self_cpu_us", "the shipped CPU training step's table")
+    table, _ = fixtures["cuda_gemm"]
+    check_top(submission, table, 8, "self_device_us", "the shipped CUDA table")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_SELF)
+def test_top_ops_by_self_time_puts_leaf_ops_first(submission, fixtures):
+    """by self time the GEMMs lead, not ProfilerStep* and forward whose totals contain them"""
+    table, _ = fixtures["cpu_train_step"]
+    got = [row["name"] for row in submission.top_ops(table, k=3, by="self_cpu_us")]
+    assert "ProfilerStep*" not in got and got == expected_top(table, 3, "self_cpu_us"), \
+        (f"top_ops(by='self_cpu_us') gave {got}: a step's or a region's total contains its ops; its self time "
+         "is only what no child accounts for")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_SELF)
+@GRADING
+@given(values=st.lists(st.integers(0, 4), min_size=3, max_size=12), k=st.integers(1, 12), data=st.data())
+def test_top_ops_breaks_ties_by_name(submission, values, k, data):
+    """rows with equal values come out in alphabetical order of their names"""
+    names = data.draw(st.permutations([f"op_{chr(97 + i)}" for i in range(len(values))]), label="names")
+    table = [{"name": name, "count": 1, "self_cpu_us": float(v), "cpu_total_us": float(v), "self_device_us": 0.0,
+              "device_total_us": 0.0, "device_type": "cpu"} for name, v in zip(names, values)]
+    check_top(submission, table, k, "self_cpu_us", "a table with ties")
+
+
+@pytest.mark.points(3)
+@pytest.mark.concept(CONCEPT_SELF)
+def test_breakdown_matches_the_table(submission, cpu_profiles, fixtures):
+    """breakdown sums each row's self time into the first matching label, in milliseconds"""
+    for label, (table, _) in [*cpu_profiles.items(), ("training step", fixtures["cpu_train_step"])]:
+        got = submission.breakdown(table, CATEGORIES)
+        check_breakdown(got, expected_breakdown(table, CATEGORIES, "self_cpu_us"), f"breakdown of the {label} table")
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_SELF)
+def test_breakdown_adds_up_to_the_steps(submission, cpu_profiles):
+    """the self times add up to the steps' wall time: nested ops are not counted twice"""
+    for label, (table, trace) in cpu_profiles.items():
+        got = submission.breakdown(table, {"gemm": GEMM.pattern, "sync": SYNC.pattern})
+        steps_ms = sum(e["dur"] for e in events_of(trace) if e["name"].startswith("ProfilerStep#")) / 1000.0
+        total = sum(got.values()) if isinstance(got, dict) else float("nan")
+        assert math.isclose(total, steps_ms, rel_tol=1e-3, abs_tol=0.01), \
+            (f"breakdown of the {label} scenario adds up to {total:.4g} ms, but its steps last {steps_ms:.4g} ms "
+             "in the trace: self times tile the steps exactly once (a total time counts its children again)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_SELF)
+@GRADING
+@given(order=st.permutations(["mm", "aten", "other ops"]))
+def test_breakdown_counts_a_row_for_its_first_label_only(submission, fixtures, order):
+    """a row that matches several labels counts once, for the first of them in the dict's order"""
+    table, _ = fixtures["cpu_train_step"]
+    patterns = {"mm": r"mm", "aten": [r"^aten::"], "other ops": [r"::", r"Backward"]}
+    categories = {label: patterns[label] for label in order}
+    check_breakdown(submission.breakdown(table, categories), expected_breakdown(table, categories, "self_cpu_us"),
+                    f"breakdown with overlapping labels in the order {list(order)}")
+
+
+# ---------------------------------------------------------------- steps and phases
+
+@pytest.mark.points(3)
+@pytest.mark.concept(CONCEPT_STEPS)
+def test_step_breakdown_matches_the_trace(submission, cpu_profiles, fixtures):
+    """per step: wall time and the time covered by each phase's regions, in milliseconds"""
+    for label, (_, trace) in [*cpu_profiles.items(), ("training step", fixtures["cpu_train_step"])]:
+        got = submission.step_breakdown(trace)
+        check_steps(got, expected_steps(trace), f"step_breakdown of the {label} trace")
+        extra = [key for row in got for key in ("device_busy_ms", "device_idle_fraction") if row.get(key) is not None]
+        assert not extra, f"a CPU trace has no kernels, so no {extra[0]}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_STEPS)
+def test_step_breakdown_reads_events_in_any_order(submission, fixtures, rng):
+    """the same trace with its events shuffled and its clock moved gives the same steps"""
+    _, trace = fixtures["cpu_train_step"]
+    moved = shuffled(trace, rng)
+    check_steps(submission.step_breakdown(moved), expected_steps(moved), "step_breakdown of a shuffled trace")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_STEPS)
+def test_steps_keep_the_profilers_numbers(submission, fixtures):
+    """steps are numbered N as in ProfilerStep#N: the unrecorded warmup step was #0"""
+    _, trace = fixtures["cuda_data_loading"]
+    got = submission.step_breakdown(trace)
+    numbers_ = [row.get("step") for row in got] if isinstance(got, list) else got
+    expected = [row["step"] for row in expected_steps(trace)]
+    assert numbers_ == expected, \
+        f"the steps are {expected} (ProfilerStep#N; the schedule's warmup step #0 was not recorded), got {numbers_}"
+
+
+# ---------------------------------------------------------------- device time and idle time
+
+@pytest.mark.points(3)
+@pytest.mark.concept(CONCEPT_DEVICE)
+@pytest.mark.timeout(120)
+def test_device_busy_is_the_union_of_kernels(submission, fixtures):
+    """device busy time is the union of kernel intervals (streams overlap) and idle is the rest"""
+    for name in CUDA_FIXTURES:
+        _, trace = fixtures[name]
+        check_steps(submission.step_breakdown(trace), expected_steps(trace), f"step_breakdown of the {name} fixture")
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_DEVICE)
+def test_breakdown_of_device_time_counts_each_kernel_once(submission, fixtures):
+    """by self device time, the labels add up to the kernels' and copies' time in the trace"""
+    categories = {"gemm": [r"^aten::(mm|addmm)$"], "attention": "attention", "optimizer": "_foreach_"}
+    for name in ("cuda_gemm", "cuda_attention", "cuda_optimizer"):
+        table, trace = fixtures[name]
+        got = submission.breakdown(table, categories, by="self_device_us")
+        check_breakdown(got, expected_breakdown(table, categories, "self_device_us"),
+                        f"breakdown(by='self_device_us') of the {name} table")
+        device_ms = sum(e["dur"] for e in events_of(trace) if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")) / 1e3
+        assert math.isclose(sum(got.values()), device_ms, rel_tol=1e-6), \
+            (f"the {name} labels add up to {sum(got.values()):.6g} ms of device time; the trace's kernels and "
+             f"copies last {device_ms:.6g} ms: each kernel's time appears twice in a GPU table (its own row and "
+             "its launching op's self device time); count host-side rows only")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_DEVICE)
+def test_phases_come_from_the_hosts_annotations(submission, fixtures):
+    """a GPU trace repeats each annotation on the device (gpu_user_annotation): phases use the host's"""
+    _, trace = fixtures["cuda_host_sync"]
+    check_steps(submission.step_breakdown(trace), expected_steps(trace), "step_breakdown of the cuda_host_sync fixture")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_DEVICE)
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("label", LABELS)
+def test_diagnose_cuda_profiles(submission, fixtures, rng, label):
+    """diagnose names the dominant cost of a CUDA profile: device busy time by kernel, idle time by host activity"""
+    table, trace = fixtures[f"cuda_{label}"]
+    got = submission.diagnose(table, shuffled(trace, rng))
+    check_diagnosis(got, label, f"the cuda_{label} fixture")
+
+
+def check_diagnosis(got, label, what):
+    assert isinstance(got, (tuple, list)) and len(got) == 2, \
+        f"diagnose must return (label, evidence), got {type(got).__name__}"
+    answer, evidence = got
+    assert isinstance(evidence, dict) and evidence and all(isinstance(k, str) for k in evidence), \
+        "the evidence must be a non-empty dict keyed by str: the numbers the decision rests on"
+    assert answer in LABELS, f"diagnose answered {answer!r}, which is not one of {list(LABELS)}"
+    numbers_ = {k: round(v, 3) for k, v in evidence.items() if isinstance(v, numbers.Real)}
+    assert answer == label, f"{what}: diagnose answered {answer!r}; its construction is {label!r} (evidence: {numbers_})"
+
+
+# ---------------------------------------------------------------- asynchronous timing
+
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_TIMING)
+@pytest.mark.timeout(60)
+def test_time_ms_is_the_median(submission):
+    """time_ms returns the median of the timed calls: one slow call does not move it"""
+    got = submission.probe(probes.time_sleeps, 10.0, 150.0, 5, 2)
+    assert isinstance(got["ms"], numbers.Real), f"time_ms must return a number of milliseconds, got {got['ms']!r}"
+    assert 9.5 <= got["ms"] <= 30.0, \
+        (f"four calls sleep 10 ms and one 150 ms: the median is about 10 ms, got {got['ms']:.4g}; "
+         "the mean follows the outlier, and seconds are not milliseconds")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_TIMING)
+@pytest.mark.timeout(60)
+def test_time_ms_runs_warmup_then_iters(submission):
+    """time_ms calls fn warmup + iters times"""
+    for iters, warmup in ((4, 3), (7, 1)):
+        got = submission.probe(probes.time_sleeps, 1.0, 1.0, iters, warmup)
+        assert got["calls"] == iters + warmup, \
+            f"time_ms(iters={iters}, warmup={warmup}) called fn {got['calls']} times, expected {iters + warmup}"
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_TIMING)
+@pytest.mark.timeout(60)
+def test_time_ms_waits_for_queued_device_work(submission):
+    """on an asynchronous device (CUDA, here simulated) the timing covers the queued work, not just the call"""
+    got = submission.probe(probes.time_simulated_cuda, 30.0, 5, 2)
+    assert isinstance(got["ms"], numbers.Real) and 28.0 <= got["ms"] <= 80.0, \
+        (f"each call returns at once and queues 30 ms of device work: time_ms(device='cuda') must report about "
+         f"30 ms, got {got['ms']!r}; time with CUDA events or synchronize before reading the clock")
+    assert got["calls"] == 7, f"time_ms(iters=5, warmup=2) called fn {got['calls']} times, expected 7"
+
+
+@pytest.mark.gpu
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_TIMING)
+@pytest.mark.timeout(120)
+def test_time_ms_on_cuda_agrees_with_cuda_events(submission):
+    """on a GPU, time_ms of a long matmul chain agrees with CUDA-event timing; an unsynchronized clock does not"""
+    got = submission.probe(probes.time_cuda_matmuls, 4096, 8, 7)
+    assert got["unsynchronized_ms"] < 0.5 * got["events_ms"], \
+        (f"(premise) a host clock without synchronize measured {got['unsynchronized_ms']:.3g} ms against "
+         f"{got['events_ms']:.3g} ms on CUDA events: is CUDA_LAUNCH_BLOCKING set?")
+    assert math.isclose(got["learner_ms"], got["events_ms"], rel_tol=0.25), \
+        (f"time_ms gave {got['learner_ms']:.4g} ms; CUDA events measure {got['events_ms']:.4g} ms and a host clock "
+         f"without synchronize {got['unsynchronized_ms']:.4g} ms")
+
+
+# ---------------------------------------------------------------- diagnosis
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_DIAGNOSIS)
+@pytest.mark.parametrize("label", LABELS)
+def test_diagnose_cpu_scenarios(submission, cpu_profiles, label):
+    """diagnose names the cost a CPU scenario was built around"""
+    table, trace = cpu_profiles[label]
+    check_diagnosis(submission.diagnose(table, trace), label, f"the {label} scenario (profiled on this CPU)")
+
+
+@pytest.mark.gpu
+@pytest.mark.points(2)
+@pytest.mark.concept(CONCEPT_DEVICE)
+@pytest.mark.timeout(300)
+def test_profile_steps_on_cuda_records_device_time(submission):
+    """on a GPU, profile_steps(device='cuda') records kernels and device times, and the readers use them"""
+    got = submission.probe(probes.profile_cuda_matmuls, 4096, 6)
+    table, trace = got["table"], got["trace"]
+    mm = [row for row in table if row["name"] == "aten::mm" and row["device_type"] == "cpu"]
+    assert mm and mm[0]["self_device_us"] > 0, "aten::mm must carry the device time of the GEMM kernels it launched"
+    assert any(row["device_type"] == "cuda" for row in table), "a CUDA profile has rows for the kernels themselves"
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) >= 18, f"3 steps of 6 matmuls launch at least 18 kernels; the trace holds {len(kernels)}"
+    check_steps(submission.step_breakdown(trace), expected_steps(trace), "step_breakdown of a real CUDA trace")
+    check_diagnosis(submission.diagnose(table, trace), "gemm", "a real CUDA profile of a matmul chain")
