@@ -10,10 +10,11 @@ Parent and child talk over the child's stdin and its original stdout, one JSON l
 per grading; pytest's own output goes to each grading's log file. A child that dies takes only
 the grading in flight with it: the parent starts a fresh child for the rest.
 
-Each child (and the workers it starts) gets an equal share of the CPU cores as its thread
-budget (OMP_NUM_THREADS, unless the caller set it): torch's OpenMP threads spin while they
-wait, and two gradings with a full set of threads each on the same cores run many times slower
-than with a share each.
+Each child (and the workers it starts) runs torch on one thread (OMP_NUM_THREADS=1, unless
+the caller set it); parallelism comes from grading several submissions at once. OpenMP threads
+spin while they wait: as soon as anything else wants the same cores (another grading, a busy
+machine), two threads per process run many times slower than one, while the suites' small
+models gain little from a second thread on an idle machine.
 """
 from __future__ import annotations
 
@@ -37,7 +38,6 @@ TIMED_OUT = "timeout"
 class PytestPool:
     def __init__(self, size: int):
         self.size = max(1, size)
-        self.threads = max(1, (os.cpu_count() or 1) // self.size)
 
     def run(self, jobs: list[tuple[list[str], Path]], limit_s: float, on_done=None, stream=None) -> list:
         """Run `pytest.main(args)` for each (args, log_path); return their exit codes in order.
@@ -53,7 +53,7 @@ class PytestPool:
                     if not queue:
                         break
                     index, (args, log_path) = queue.pop(0)
-                child = child or _Child(self.threads)
+                child = child or _Child()
                 codes[index] = child.run(args, log_path, limit_s, stream)
                 if codes[index] in (DIED, TIMED_OUT):
                     child.kill()
@@ -72,8 +72,8 @@ class PytestPool:
 
 
 class _Child:
-    def __init__(self, threads: int):
-        env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **os.environ}
+    def __init__(self):
+        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ}
         self.process = subprocess.Popen([sys.executable, "-m", "grader.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
