@@ -1,20 +1,23 @@
 """The synthetic language behind the pretraining corpus: a probabilistic grammar over words whose exact
 log-probability for any document can be computed, which is what makes the corpus's loss floor exact.
 
-The source is a deterministic probabilistic automaton. Its state is fully determined by the words
-emitted so far (every word belongs to exactly one word class, and the grammar never has two paths that
-emit the same class sequence), so the probability of the next word given the whole history is
-    p(class | grammar state) * p(word | class, previous word),
-and the probability of a document is the product of those terms plus the end-of-document event.
+The source is a deterministic probabilistic automaton. Its state (grammar position, previous word,
+subject of the previous clause, sentences so far) is fully determined by the words emitted so far: every
+word belongs to exactly one word class, and the grammar never has two paths that emit the same class
+sequence. So the probability of the next word given the whole history is
+    p(class | grammar position) * p(word | class, previous word, previous subject),
+and the probability of a document is the product of those terms and of the end-of-document event.
 
-Sampling uses only `random.Random(seed).random()`, whose output Python guarantees to stay the same
-across versions, so the corpus rebuilds bit-for-bit.
+Sampling goes through `stable_random` (only `random.Random(seed).random()`), so the corpus rebuilds
+bit-for-bit.
 """
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import dataclass
+
+from stable_random import categorical, shuffled
 
 # Word classes. Every word appears in exactly one class (checked in `Grammar.__init__`), which is what
 # keeps the automaton deterministic. Everything is lowercase so one token covers each word.
@@ -105,34 +108,14 @@ MAX_SENTENCES = 10
 SUPPORT = {"DET": 4, "ADJ": 8, "NOUN": 10, "NAME": 5, "VERB_T": 6, "VERB_I": 5, "ADV": 4, "PREP": 4, "CONJ": 3}
 ZIPF_EXPONENT = 1.0
 
-GRAMMAR_SEED = 20240601
+GRAMMAR_SEED = 20240601  # fixes which words prefer which successors
 
 # Long-range structure: a clause's subject (its NOUN or NAME head) repeats the previous clause's subject
 # with this probability, as in "the old cat sees my dog. the cat sleeps." Predicting the repeat needs
 # attention back to an earlier sentence, so the model must learn to copy from context, which is also
 # what the SFT skill builds on.
 SUBJECT_REPEAT = 0.5
-SUBJECT_HEAD_STATES = {"subj_done1", "subj_done2"}  # states entered by emitting a subject head  # fixes which words prefer which successors
-
-
-def _categorical(rng: random.Random, weights: list[float]) -> int:
-    """Inverse-CDF draw from normalised weights using one `rng.random()` call (version-stable)."""
-    u = rng.random()
-    acc = 0.0
-    for i, w in enumerate(weights):
-        acc += w
-        if u < acc:
-            return i
-    return len(weights) - 1  # guard against the last cumulative sum rounding below 1
-
-
-def _shuffled(rng: random.Random, items: tuple[str, ...]) -> list[str]:
-    """Fisher-Yates with `rng.random()` only, since `Random.shuffle` is not guaranteed stable across versions."""
-    out = list(items)
-    for i in range(len(out) - 1, 0, -1):
-        j = int(rng.random() * (i + 1))
-        out[i], out[j] = out[j], out[i]
-    return out
+SUBJECT_HEAD_STATES = {"subj_done1", "subj_done2"}  # states entered by emitting a subject head
 
 
 @dataclass(frozen=True)
@@ -165,7 +148,7 @@ class Grammar:
             total = math.fsum(raw)
             probs = [r / total for r in raw]
             for prev in contexts:
-                self.successors[(cls, prev)] = (_shuffled(rng, words)[:k], probs)
+                self.successors[(cls, prev)] = (shuffled(rng, words)[:k], probs)
 
     @property
     def words(self) -> list[str]:
@@ -195,9 +178,9 @@ class Grammar:
         carried = 1.0  # probability of "the document goes on", owed by the first word of the next sentence
         while True:
             moves = GRAMMAR[state]
-            cls, state, p_cls = moves[_categorical(rng, [p for _, _, p in moves])]
+            cls, state, p_cls = moves[categorical(rng, [p for _, _, p in moves])]
             choices, probs = self.word_distribution(cls, state, prev, last_subject)
-            i = _categorical(rng, probs)
+            i = categorical(rng, probs)
             word = choices[i]
             out.append(Token(word, carried * p_cls * probs[i]))
             carried, prev = 1.0, word

@@ -8,11 +8,12 @@ the seconds it takes depend on the machine.
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from stopwatch import Stopwatch
 
 # Small enough to train on 2 CPU cores in under 3 minutes, but a real Llama: RMSNorm, RoPE, SwiGLU and
 # grouped-query attention (4 query heads share 2 key/value heads). Untied embeddings, as in Llama 2/3 8B.
@@ -21,6 +22,13 @@ MODEL_SHAPE = dict(
     max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=0.02,
     rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
 )
+
+# The build's training run and the short from-scratch reference run. Steps, not seconds, define them.
+TRAINING = dict(steps=800, batch_size=16, seq_len=128, lr=3e-3, warmup=30, seed=0)
+SCRATCH_30S = dict(steps=150, batch_size=16, seq_len=128, lr=3e-3, warmup=30, seed=1)
+# A retrained model must land within this of the recorded eval loss (different CPUs and thread counts
+# change the arithmetic's rounding, and so the weights, but not where training ends up).
+EVAL_LOSS_TOLERANCE = 0.02
 
 
 @torch.no_grad()
@@ -53,6 +61,22 @@ def make_config(tokenizer):
     )
 
 
+def write_model_configs(folder: Path, tokenizer) -> None:
+    """config.json and generation_config.json, written the same way with or without trained weights,
+    so --data-only reproduces them byte for byte. Generation stops at </s> (end of a document) or at
+    <|end|> (end of a chat turn)."""
+    from transformers import GenerationConfig
+
+    config = make_config(tokenizer)
+    config.architectures = ["LlamaForCausalLM"]
+    config.dtype = torch.float32
+    config.save_pretrained(folder)
+    GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=[tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|end|>")],
+    ).save_pretrained(folder)
+
+
 def packed_rows(rows: list[dict], seq_len: int) -> torch.Tensor:
     """All train documents end to end (each already <s> ... </s>), cut into seq_len-token rows. Packing
     wastes no compute on padding; the model learns that <s> starts a fresh document."""
@@ -64,7 +88,7 @@ def packed_rows(rows: list[dict], seq_len: int) -> torch.Tensor:
 def train(config, train_rows: list[dict], eval_rows: list[dict], *, steps: int, batch_size: int = 32,
           seq_len: int = 128, lr: float = 3e-3, warmup: int = 30, seed: int = 0, eval_every: int = 0,
           log=print):
-    """Train a fresh LlamaForCausalLM; return (model, seconds, curve) where curve lists eval points."""
+    """Train a fresh LlamaForCausalLM; return (model, stopwatch, curve) where curve lists eval points."""
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -80,24 +104,23 @@ def train(config, train_rows: list[dict], eval_rows: list[dict], *, steps: int, 
         progress = (step - warmup) / max(1, steps - warmup)
         return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
-    curve, cursor, train_seconds = [], 0, 0.0
+    curve, cursor, watch = [], 0, Stopwatch()
     for step in range(steps):
-        started = time.perf_counter()
-        if cursor + batch_size > len(order):  # next epoch, new order
-            order, cursor = torch.randperm(len(data), generator=order_gen), 0
-        batch = data[order[cursor:cursor + batch_size]]
-        cursor += batch_size
-        model.train()
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
-        loss = model(input_ids=batch, labels=batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        train_seconds += time.perf_counter() - started  # evaluation below is not training time
+        with watch:  # evaluation below is not training time
+            if cursor + batch_size > len(order):  # next epoch, new order
+                order, cursor = torch.randperm(len(data), generator=order_gen), 0
+            batch = data[order[cursor:cursor + batch_size]]
+            cursor += batch_size
+            model.train()
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step)
+            loss = model(input_ids=batch, labels=batch).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
         if eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
             ev = eval_loss(model, eval_rows)
-            curve.append({"step": step + 1, "train_seconds": round(train_seconds, 1), "eval_loss": round(ev, 4)})
-            log(f"step {step + 1}/{steps}  train loss {loss.item():.4f}  eval loss {ev:.4f}  {train_seconds:.0f}s")
-    return model, train_seconds, curve
+            curve.append({"step": step + 1, "train_seconds": round(watch.wall, 1), "eval_loss": round(ev, 4)})
+            log(f"step {step + 1}/{steps}  train loss {loss.item():.4f}  eval loss {ev:.4f}  {watch.wall:.0f}s")
+    return model, watch, curve
