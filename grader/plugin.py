@@ -169,6 +169,14 @@ class ReportHooks:
     def __init__(self, grading: GradingSession):
         self.grading = grading
 
+    def pytest_sessionstart(self, session):
+        """Start the workers of the tasks named on the command line before collection imports
+        the suites, so that the two overlap."""
+        for arg in session.config.args:
+            task = task_of_path(Path(str(arg).split("::")[0]))
+            if task is not None:
+                self.grading.backend_for(task).launch()
+
     def pytest_collection_modifyitems(self, items):
         for item in items:
             if _in_task(item):

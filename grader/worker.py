@@ -101,8 +101,6 @@ def _serve(module_path: Path, channel: wire.Channel) -> None:
             header, blobs = channel.receive()
         except wire.ChannelClosed:
             return
-        if header.get("op") == "exit":
-            return
         reply, reply_blobs = _answer(module, module_path, probes, header, blobs)
         channel.send(reply, reply_blobs)
 
