@@ -35,7 +35,9 @@ class GradingRun:
                 "--grader-seed", str(self.seed), "--score-report", str(out_dir / "score_report.json"),
                 "--worker-logs", str(out_dir / "logs"), "--rootdir", str(COURSE_ROOT),
                 "-c", str(COURSE_ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
-                "-q", "--tb=no", "--no-header", *self.extra_args]
+                "-q", "--tb=no", "-rN", "--no-header",
+                # the pool process imported grader before pytest could mark the plugin for rewriting
+                "-W", "ignore::pytest.PytestAssertRewriteWarning", *self.extra_args]
 
 
 def run(job: GradingRun, stream: bool = False) -> dict:
