@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -228,6 +229,14 @@ def pytest_runtest_setup(item):
         import torch
         if not torch.cuda.is_available():
             pytest.skip(GPU_SKIP_REASON)
+
+
+def pytest_sessionfinish(session):
+    """hypothesis's pytest plugin imports all of hypothesis for its end-of-session summary
+    (about a second on two cores), even in a session where no test used it, such as a visible
+    suite; such a session has nothing for it to summarise, so it steps aside."""
+    if "hypothesis" not in sys.modules:
+        session.config.pluginmanager.unregister(name="hypothesispytest")
 
 
 # ---------------------------------------------------------------- fixtures
