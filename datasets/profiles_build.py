@@ -33,7 +33,6 @@ import platform
 import random
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -654,9 +653,14 @@ def key_averages(trace: dict) -> list[dict]:
 # ---------------------------------------------------------------- the real CPU recording
 
 def record_cpu_train_step() -> tuple[dict, list[dict]]:
-    """A real profile of a small transformer training step on this machine's CPU."""
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    """A real profile of a small transformer training step on this machine's CPU, recorded by the
+    exercise's reference `profile_steps`, so the fixture is exactly what a learner's recording is."""
+    from torch.profiler import record_function
 
+    from grader.loading import load_module
+    from grader.tasks import SOLUTIONS, locate_module, task_named
+
+    profiling = load_module(locate_module(SOLUTIONS, task_named("05")))
     torch.manual_seed(0)
     vocab, width, heads, seq, batch = 4096, 256, 4, 128, 5
     layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
@@ -684,28 +688,12 @@ def record_cpu_train_step() -> tuple[dict, list[dict]]:
         optimizer.step()
         optimizer.zero_grad()
 
-    traces = []
-
-    def keep(prof):
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "trace.json"
-            prof.export_chrome_trace(str(path))
-            traces.append(json.loads(path.read_text()))
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_ready=keep,
-                     schedule=schedule(wait=0, warmup=WARMUP, active=STEPS, repeat=1)) as prof:
-            for _ in range(WARMUP + STEPS):
-                step()
-                prof.step()
+        table, trace = profiling.profile_steps(step, steps=STEPS, warmup=WARMUP)
     finally:
         torch.set_num_threads(threads)
-    table = [{"name": a.key, "count": a.count, "self_cpu_us": a.self_cpu_time_total, "cpu_total_us": a.cpu_time_total,
-              "self_device_us": a.self_device_time_total, "device_total_us": a.device_time_total,
-              "device_type": a.device_type.name.lower()} for a in prof.key_averages()]
-    trace = traces[-1]
     trace["traceName"] = "cpu_train_step.trace.json"
     return trace, table
 
