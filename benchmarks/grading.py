@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import runner
-from grader.submission import WorkerBackend
+from grader.running import runner
+from grader.core.submission import WorkerBackend
 from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, locate_module, task_named
 
 
@@ -69,7 +69,7 @@ def main():
     print("All tasks:")
     seconds, report = wall(lambda: runner.run(runner.GradingRun(SOLUTIONS, tasks)))
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    row(f"full hidden grading, {len(tasks)} tasks, {report['total']['percent']:.0f}%", seconds, "(budget 60 s)")
+    row(f"full hidden grading, {len(tasks)} tasks, {report.total.percent:.0f}%", seconds, "(budget 60 s)")
     print(f"  {'peak RSS of one grading process':<58} {peak_mb:8.0f} MB  (budget 4096 MB)")
 
     if args.batch:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader import audit as audit_mod
-from grader import runner
-from grader.render import audit_table, batch_table, print_report
-from grader.report import write_report
+from grader.running import audit as audit_mod
+from grader.running import runner
+from grader.reports.render import audit_table, batch_table, print_report
+from grader.reports.report import write_report
 from grader.tasks import EXERCISES, all_tasks, task_named
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
@@ -77,10 +77,9 @@ def _check(args, tasks, console) -> int:
     print_report(report, console, first_hint_only=True)
     if args.json:
         write_report(report, args.json)
-    if not report["complete"]:
+    if not report.complete:
         return INCOMPLETE
-    failed = any(t["graded"] and t["status"] != "passed" for task in report["tasks"] for t in task["tests"])
-    return FAILED if failed else OK
+    return FAILED if any(t.lost for t in report.tests()) else OK
 
 
 def _grade(args, tasks, console) -> int:
@@ -111,9 +110,9 @@ def _grade(args, tasks, console) -> int:
     if out_dir:
         _write_summary(out_dir, names, args.paths, reports)
         console.print(f"reports and logs: {out_dir}/")
-    if any(not r["complete"] for r in reports):
+    if any(not r.complete for r in reports):
         return INCOMPLETE
-    if args.fail_under is not None and any(r["total"]["percent"] < args.fail_under for r in reports):
+    if args.fail_under is not None and any(r.total.percent < args.fail_under for r in reports):
         return FAILED
     return OK
 
@@ -140,15 +139,15 @@ def _unique_names(paths: list[Path]) -> list[str]:
 def _write_summary(out_dir: Path, names, paths, reports) -> None:
     """summary.csv: one row per submission, one column per task: the instructor's gradebook."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    tasks = sorted({t["task"] for r in reports for t in r["tasks"]})
+    tasks = sorted({t.task for r in reports for t in r.tasks})
     with open(out_dir / "summary.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "path", *tasks, "points", "max_points", "percent", "complete", "problems"])
         for name, path, report in zip(names, paths, reports):
-            by_task = {t["task"]: t["points"] for t in report["tasks"]}
-            total = report["total"]
-            writer.writerow([name, str(path), *[by_task.get(t, "") for t in tasks], total["points"],
-                             total["max_points"], total["percent"], report["complete"], " | ".join(report["problems"])])
+            total = report.total
+            writer.writerow([name, str(path), *[report.task(t).points if report.task(t) else "" for t in tasks],
+                             total.points, total.max_points, total.percent, report.complete,
+                             " | ".join(report.problems)])
 
 
 if __name__ == "__main__":

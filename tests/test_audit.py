@@ -2,7 +2,7 @@
 feedback naming its concept, every alternative correct solution 100%."""
 import pytest
 
-from grader.audit import audit
+from grader.running.audit import audit
 from grader.tasks import all_tasks
 
 TASKS = all_tasks()

@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from grader.loading import StudentImportError
-from grader.submission import (BadReturnValue, CallTimeout, InProcessBackend, StudentError, Submission,
+from grader.core.loading import StudentImportError
+from grader.core.submission import (BadReturnValue, CallTimeout, InProcessBackend, StudentError, Submission,
                                WorkerBackend, WorkerCrashed)
 
 LEARNER = """

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from grader.loading import load_module
+from grader.core.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
-from grader.variants import reference_source, variants_of
+from grader.running.variants import reference_source, variants_of
 
 TASKS = all_tasks()
 IDS = [t.name for t in TASKS]

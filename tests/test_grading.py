@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from grader import runner
+from grader.running import runner
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, task_named
 
 ATTENTION = task_named("01")
@@ -46,7 +46,7 @@ def reports(tmp_path_factory):
         "crash_and_hang": runner.GradingRun(tree_with(tmp, "crash", SEGFAULT_AND_HANG, others=False), [ATTENTION],
                                             extra_args=["--timeout", "8"], **visible),
     }
-    return dict(zip(jobs, runner.run_many(list(jobs.values()), workers=2)))
+    return {name: report.to_json() for name, report in zip(jobs, runner.run_many(list(jobs.values()), workers=2))}
 
 
 def task_result(report, task=ATTENTION):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader import wire
+from grader.core import wire
 
 
 @pytest.mark.parametrize("value", [

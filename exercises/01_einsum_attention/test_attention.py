@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import assert_close, assert_equal
+from grader.core.checks import assert_close, assert_equal
 
 TOL = dict(rtol=1e-9, atol=1e-12)   # float64 throughout: only summation order differs
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig
 
-from grader.checks import assert_close, assert_equal
+from grader.core.checks import assert_close, assert_equal
 
 
 @pytest.mark.points(1)

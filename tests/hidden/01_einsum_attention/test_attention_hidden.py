@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.checks import GRADING, assert_close, assert_equal, check_array, sibling_module
+from grader.core.checks import GRADING, assert_close, assert_equal, check_array, sibling_module
 
 probes = sibling_module(__file__, "probes")
 

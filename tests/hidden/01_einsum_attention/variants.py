@@ -1,6 +1,6 @@
 """Mutants (realistic learner bugs) and alternative correct solutions for exercise 01, as
 edits of solutions/01_einsum_attention/attention.py. `grader audit 01` grades them all."""
-from grader.variants import Alternative, Mutant
+from grader.running.variants import Alternative, Mutant
 
 MUTANTS = [
     Mutant("no_scale", "Scaled dot-product attention", note="forgot the 1/sqrt(d)",

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, get_cosine_schedule_with_warmup
 from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
-from grader.checks import GRADING, ConceptError, assert_close, assert_equal, check_array, sibling_module
+from grader.core.checks import GRADING, ConceptError, assert_close, assert_equal, check_array, sibling_module
 from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")

@@ -1,6 +1,6 @@
 """Mutants (the dozen ways a loop can be almost right) and alternative correct solutions for
 exercise 02, as edits of solutions/02_train_loop/train_loop.py. `grader audit 02` grades them."""
-from grader.variants import Alternative, Mutant
+from grader.running.variants import Alternative, Mutant
 
 BACKWARD = "            (loss / tokens).backward()          # every token of the step weighs the same\n"
 CLIP = '        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip_norm"]).item()\n'

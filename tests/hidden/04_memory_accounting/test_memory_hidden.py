@@ -15,7 +15,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from grader.checks import GRADING, sibling_module
+from grader.core.checks import GRADING, sibling_module
 
 oracles = sibling_module(__file__, "oracles")
 

@@ -1,6 +1,6 @@
 """Mutants (realistic learner bugs) and alternative correct solutions for exercise 04, as edits
 of solutions/04_memory_accounting/memory.py. `grader audit 04` grades them all."""
-from grader.variants import Alternative, Mutant
+from grader.running.variants import Alternative, Mutant
 
 PARAMS = "Parameters from a config"
 LORA = "LoRA parameters"

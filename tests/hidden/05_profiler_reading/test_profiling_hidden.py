@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.checks import GRADING, sibling_module
+from grader.core.checks import GRADING, sibling_module
 from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")

@@ -1,6 +1,6 @@
 """Mutants (realistic learner bugs) and alternative correct solutions for exercise 05, as edits
 of solutions/05_profiler_reading/profiling.py. `grader audit 05` grades them all."""
-from grader.variants import Alternative, Mutant
+from grader.running.variants import Alternative, Mutant
 
 MUTANTS = [
     Mutant("top_by_total", "Self and total time", note="ranks by total time, the habit of sort_by='cpu_time_total'",

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import wire
-from grader.loading import StudentImportError, describe, load_module, missing_function, plain_error
+from grader.core import wire
+from grader.core.loading import StudentImportError, describe, load_module, missing_function, plain_error
 
 _OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -29,7 +29,7 @@ _OFFLINE_ENV = {
 
 
 def worker_command(module_path: Path, read_fd: int, write_fd: int) -> list[str]:
-    return [sys.executable, "-m", "grader.worker", str(module_path), str(read_fd), str(write_fd)]
+    return [sys.executable, "-m", "grader.core.worker", str(module_path), str(read_fd), str(write_fd)]
 
 
 def worker_env() -> dict[str, str]:

@@ -19,7 +19,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.loading import load_module
+from grader.core.loading import load_module
 from grader.tasks import SOLUTIONS, Task
 
 

@@ -11,9 +11,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import runner
+from grader.running import runner
 from grader.tasks import EXERCISES, SOLUTIONS, Task
-from grader.variants import materialize, variants_of
+from grader.running.variants import materialize, variants_of
 
 
 @dataclass
@@ -105,12 +105,10 @@ def _plans(task: Task, scratch: Path, backend: str) -> list[tuple[AuditEntry, ru
     return plans
 
 
-def _score(entry: AuditEntry, report: dict) -> None:
-    tasks = [t for t in report["tasks"] if t["task"] == entry.task]
-    entry.problems = list(report["problems"]) + ([] if tasks else ["no result for the task"])
-    if not tasks:
+def _score(entry: AuditEntry, report) -> None:
+    result = report.task(entry.task)
+    entry.problems = list(report.problems) + ([] if result else ["no result for the task"])
+    if not result:
         return
-    result = tasks[0]
-    entry.points, entry.max_points = result["points"], result["max_points"]
-    entry.failing_concepts = sorted({t["concept"] for t in result["tests"]
-                                     if t["graded"] and t["status"] != "passed" and t["concept"]})
+    entry.points, entry.max_points = result.points, result.max_points
+    entry.failing_concepts = sorted({t.concept for t in result.tests if t.lost and t.concept})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.loading import load_module
+from grader.core.loading import load_module
 
 
 def __getattr__(name: str):

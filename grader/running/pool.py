@@ -74,7 +74,7 @@ class PytestPool:
 class _Child:
     def __init__(self):
         env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ}
-        self.process = subprocess.Popen([sys.executable, "-m", "grader.pool"], cwd=COURSE_ROOT, env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, args: list[str], log_path: Path, limit_s: float, stream):

@@ -6,8 +6,8 @@ rewriting appends (which quotes the test's expressions) is cut off as well.
 """
 from __future__ import annotations
 
-from grader.loading import StudentImportError
-from grader.submission import StudentError, SubmissionFailure, is_test_timeout
+from grader.core.loading import StudentImportError
+from grader.core.submission import StudentError, SubmissionFailure, is_test_timeout
 
 GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
 FEEDBACK_LIMIT = 2000

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.outcome import GPU_SKIP_REASON, OUTPUT_LIMIT, phase_outcome, tail, truncate, with_concept
-from grader.record import git_commit, new_run_id, run_record
-from grader.report import ScoreReport, TaskResult, TestResult
-from grader.submission import InProcessBackend, Submission, WorkerBackend
+from grader.core.outcome import GPU_SKIP_REASON, OUTPUT_LIMIT, phase_outcome, tail, truncate, with_concept
+from grader.reports.record import git_commit, new_run_id, run_record
+from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
+from grader.core.submission import InProcessBackend, Submission, WorkerBackend
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, Task, locate_module, task_of_path
 
 BACKENDS = ("inprocess", "worker")
@@ -126,9 +126,9 @@ class GradingSession:
                                     [r for r in self.results.values() if r.task == name]))
         report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": git_commit(self.impl)},
                              tasks=tasks, problems=list(self.problems), stopped_early=self.stopped_early)
-        total = report.total()
+        total = report.total
         startup = self.worker_startup_seconds()
-        metrics = {"score": total["points"], "max_score": total["max_points"], "percent": total["percent"],
+        metrics = {"score": total.points, "max_score": total.max_points, "percent": total.percent,
                    "tests": len(self.results),
                    "worker_startup_s": round(max(startup), 3) if startup else None}
         config = {"backend": self.backend_kind, "impl": str(self.impl), "tasks": sorted(self.tasks),
@@ -138,11 +138,10 @@ class GradingSession:
                                 metrics=metrics)
         return report
 
-    def _module_info(self, task: Task) -> dict:
+    def _module_info(self, task: Task) -> ModuleInfo:
         path = locate_module(self.impl, task)
         found = path.is_file()
-        return {"path": str(path), "found": found,
-                "sha256": hashlib.sha256(path.read_bytes()).hexdigest() if found else None}
+        return ModuleInfo(str(path), found, hashlib.sha256(path.read_bytes()).hexdigest() if found else None)
 
 
 def _new_result(item, task: Task) -> TestResult:
@@ -207,7 +206,7 @@ class ReportHooks:
     def pytest_sessionfinish(self, session):
         path = session.config.getoption("score_report")
         if path:
-            self.grading.build_report().write(Path(path))
+            write_report(self.grading.build_report(), Path(path))
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.grading.results:
@@ -243,7 +242,7 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture
 def submission(request):
-    """The learner's module for the task this test file belongs to (see grader.submission)."""
+    """The learner's module for the task this test file belongs to (see grader.core.submission)."""
     grading = request.config.stash[_SESSION]
     task = task_of_path(request.path)
     if task is None:

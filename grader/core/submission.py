@@ -4,7 +4,7 @@
 trusted probe `fn(module, ...)` beside the learner's code, for checks that need an object
 (a model, a callable) built from data or observed while the learner's code runs.
 
-Two backends give the same semantics: arguments and results always cross `grader.wire`, so a
+Two backends give the same semantics: arguments and results always cross `grader.core.wire`, so a
 value that could not reach a worker process fails in-process too, and learner code can never
 mutate a test's inputs.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grader import wire
-from grader.loading import (StudentImportError, describe, format_error, load_module, missing_function,
+from grader.core import wire
+from grader.core.loading import (StudentImportError, describe, format_error, load_module, missing_function,
                             plain_error)
-from grader.worker import WorkerProcess
+from grader.core.worker import WorkerProcess
 
 STARTUP_LIMIT_S = 60.0
 

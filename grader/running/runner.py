@@ -3,7 +3,7 @@
 Each run is a `pytest.main` session on the course's own suites and config, pointed at the
 submission with `--impl`; so a grading can neither inherit results from another nor be changed
 by files in the submitted tree. Sessions run in a pool of reused pytest processes
-(`grader.pool`), `jobs` at a time.
+(`grader.running.pool`), `jobs` at a time.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.pool import PytestPool
-from grader.report import SCHEMA, SCHEMA_VERSION, read_report
+from grader.running.pool import PytestPool
+from grader.reports.report import ReportError, ScoreReport, read_report
 from grader.tasks import COURSE_ROOT, Task
 
 RUN_LIMIT_S = 30 * 60          # one submission, all tasks: far above the 60 s budget, a backstop only
@@ -40,12 +40,12 @@ class GradingRun:
                 "-W", "ignore::pytest.PytestAssertRewriteWarning", *self.extra_args]
 
 
-def run(job: GradingRun, stream: bool = False) -> dict:
+def run(job: GradingRun, stream: bool = False) -> ScoreReport:
     """Grade one submission; with `stream`, echo pytest's progress as it goes."""
     return run_many([job], 1, stream=stream)[0]
 
 
-def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = False) -> list[dict]:
+def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = False) -> list[ScoreReport]:
     """Grade several submissions, `workers` at a time; reports come back in input order.
     A run that produced no report still returns one, empty, with the reason in `problems`."""
     with tempfile.TemporaryDirectory(prefix="grader-run-") as scratch:
@@ -65,25 +65,18 @@ _EXIT_MEANINGS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "n
                   "died": "the grading process died", "timeout": "ran past the time limit"}
 
 
-def _report(out_dir: Path, code, keep_log: bool) -> dict:
+def _report(out_dir: Path, code, keep_log: bool) -> ScoreReport:
     path = out_dir / "score_report.json"
     log_hint = f"; see {out_dir / 'pytest.log'}" if keep_log else ""
     if path.exists():
         try:
             report = read_report(path)
-        except ValueError as exc:
-            return _empty_report(f"the score report could not be read: {exc}{log_hint}")
-        if code not in (0, 1) and not report.get("stopped_early"):
-            report["problems"].append(f"pytest exited with code {code} ({_EXIT_MEANINGS.get(code, 'unknown')}){log_hint}")
-            report["complete"] = False
+        except ReportError as exc:
+            return ScoreReport.failed(f"the score report could not be read: {exc}{log_hint}")
+        if code not in (0, 1) and not report.stopped_early:
+            report.problems.append(f"pytest exited with code {code} ({_EXIT_MEANINGS.get(code, 'unknown')}){log_hint}")
         return report
-    return _empty_report(f"grading ended without a score report ({_EXIT_MEANINGS.get(code, code)}){log_hint}")
-
-
-def _empty_report(problem: str) -> dict:
-    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "complete": False, "stopped_early": None,
-            "problems": [problem], "run": {}, "submission": {}, "tasks": [],
-            "total": {"points": 0.0, "max_points": 0.0, "not_graded_points": 0.0, "percent": 0.0}}
+    return ScoreReport.failed(f"grading ended without a score report ({_EXIT_MEANINGS.get(code, code)}){log_hint}")
 
 
 def _write_through(text: str) -> None:

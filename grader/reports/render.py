@@ -7,6 +7,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.reports.report import ScoreReport, TaskResult
+
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
 
@@ -15,19 +17,20 @@ def _points(points: float, max_points: float) -> str:
     return f"{points:g} / {max_points:g}"
 
 
-def _counts(task: dict) -> Text:
+def _counts(task: TaskResult) -> Text:
     text = Text()
-    counts = Counter()
-    for test in task["tests"]:
-        counts["not graded here" if not test["graded"] else test["status"]] += 1
+    counts = Counter("not graded here" if not test.graded else test.status for test in task.tests)
     for i, (status, n) in enumerate(sorted(counts.items())):
         text.append(("" if i == 0 else ", ") + f"{n} {status}", style=_STATUS_STYLE.get(status, "dim"))
     return text
 
 
-def report_table(report: dict) -> Table:
-    run = report.get("run", {})
-    submission = report.get("submission", {})
+def _not_graded_note(points: float) -> str:
+    return f" (+{points:g} GPU)" if points else ""
+
+
+def report_table(report: ScoreReport) -> Table:
+    run, submission = report.run, report.submission
     caption = f"run {run.get('run_id', '?')}"
     if submission.get("commit"):
         caption += f" · submission commit {submission['commit'][:12]}"
@@ -38,42 +41,40 @@ def report_table(report: dict) -> Table:
     table.add_column("points", justify="right")
     table.add_column("%", justify="right")
     table.add_column("tests")
-    for task in report["tasks"]:
-        note = f" (+{task['not_graded_points']:g} GPU)" if task["not_graded_points"] else ""
-        table.add_row(task["task"], _points(task["points"], task["max_points"]) + note,
-                      f"{task['percent']:.1f}", _counts(task))
-    total = report["total"]
-    note = f" (+{total['not_graded_points']:g} GPU)" if total["not_graded_points"] else ""
-    table.add_row(Text("total", style="bold"), _points(total["points"], total["max_points"]) + note,
-                  f"{total['percent']:.1f}", "", end_section=True)
+    for task in report.tasks:
+        table.add_row(task.task, _points(task.points, task.max_points) + _not_graded_note(task.not_graded_points),
+                      f"{task.percent:.1f}", _counts(task))
+    total = report.total
+    table.add_row(Text("total", style="bold"),
+                  _points(total.points, total.max_points) + _not_graded_note(total.not_graded_points),
+                  f"{total.percent:.1f}", "", end_section=True)
     return table
 
 
-def print_report(report: dict, console: Console, *, first_hint_only: bool = False) -> None:
+def print_report(report: ScoreReport, console: Console, *, first_hint_only: bool = False) -> None:
     """The table, then what went wrong: every failing test, or one hint per task."""
     console.print(report_table(report))
-    if any(not t["graded"] for task in report["tasks"] for t in task["tests"]):
+    if any(not t.graded for t in report.tests()):
         console.print("[yellow]GPU tests were not graded here (no CUDA): their points are left out of the total.[/]")
-    for task in report["tasks"]:
-        failing = [t for t in task["tests"] if t["graded"] and t["status"] != "passed"]
+    for task in report.tasks:
+        failing = [t for t in task.tests if t.lost]
         if not failing:
             continue
         shown = failing[:1] if first_hint_only else failing
-        heading = f"\n[bold]{task['task']}[/]: {len(failing)} test(s) to fix"
+        heading = f"\n[bold]{task.task}[/]: {len(failing)} test(s) to fix"
         console.print(heading + (" — first hint:" if first_hint_only else ":"))
         for test in shown:
-            style = _STATUS_STYLE.get(test["status"], "")
-            console.print(f"  [{style}]{test['status']}[/] {test['title']} "
-                          f"[dim]({test['points']:g}/{test['max_points']:g})[/]")
-            console.print(Text("    " + test["feedback"].replace("\n", "\n    ")))
-            if test.get("output"):
-                console.print(Text("    printed: " + test["output"].strip()[-300:].replace("\n", "\n    "), style="dim"))
-    for problem in report["problems"]:
+            style = _STATUS_STYLE.get(test.status, "")
+            console.print(f"  [{style}]{test.status}[/] {test.title} [dim]({test.points:g}/{test.max_points:g})[/]")
+            console.print(Text("    " + test.feedback.replace("\n", "\n    ")))
+            if test.output:
+                console.print(Text("    printed: " + test.output.strip()[-300:].replace("\n", "\n    "), style="dim"))
+    for problem in report.problems:
         console.print(f"[bold red]problem:[/] {problem}")
 
 
-def batch_table(names: list[str], reports: list[dict]) -> Table:
-    tasks = sorted({t["task"] for r in reports for t in r["tasks"]})
+def batch_table(names: list[str], reports: list[ScoreReport]) -> Table:
+    tasks = sorted({t.task for r in reports for t in r.tasks})
     table = Table(title=f"{len(reports)} submissions")
     table.add_column("submission")
     for task in tasks:
@@ -82,11 +83,10 @@ def batch_table(names: list[str], reports: list[dict]) -> Table:
     table.add_column("%", justify="right")
     table.add_column("notes")
     for name, report in zip(names, reports):
-        by_task = {t["task"]: t for t in report["tasks"]}
-        cells = [f"{by_task[t]['points']:g}" if t in by_task else "-" for t in tasks]
-        notes = "; ".join(report["problems"])[:60]
-        table.add_row(name, *cells, _points(report["total"]["points"], report["total"]["max_points"]),
-                      f"{report['total']['percent']:.1f}", Text(notes, style="red"))
+        cells = [f"{report.task(t).points:g}" if report.task(t) else "-" for t in tasks]
+        total = report.total
+        table.add_row(name, *cells, _points(total.points, total.max_points), f"{total.percent:.1f}",
+                      Text("; ".join(report.problems)[:60], style="red"))
     return table
 
 

@@ -1,0 +1,224 @@
+"""The score report: per test, per task and in total, typed from write to read
+(`score_report.json`).
+
+Schema (version 1), documented in README.md ("The score report"):
+
+    {"schema": "l1-exercises/score-report", "schema_version": 1,
+     "complete": bool, "problems": [str], "stopped_early": null or why, "isolation": {...},
+     "run": {run record}, "submission": {"path", "commit"},
+     "total": {"points", "max_points", "not_graded_points", "percent"},
+     "tasks": [{"task", "title", "module": {"path", "found", "sha256", "flags"},
+                "points", "max_points", "not_graded_points", "percent", "counts": {status: n},
+                "tests": [{"id", "suite", "title", "status", "graded", "points", "max_points",
+                           "concept", "feedback", "output", "duration_s"}]}]}
+
+Points: a passed test earns its max_points, any other graded status earns 0. A GPU test
+skipped for lack of CUDA is not graded here: it leaves the denominator and its points are
+listed as not_graded_points. Any other skip is graded and earns 0. A report is complete when
+every collected test ran and nothing went wrong around the tests (`problems` is empty);
+`stopped_early` says why a run ended before its last test (only the audit asks for that).
+
+Totals, percentages and counts are derived, never stored twice: `to_json` computes them and
+`from_json` reads back only what they are computed from.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+SCHEMA = "l1-exercises/score-report"
+SCHEMA_VERSION = 1
+STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed")
+
+
+class ReportError(ValueError):
+    """A file that is not a readable score report of this schema and version."""
+
+
+@dataclass
+class TestResult:
+    id: str
+    task: str
+    suite: str                  # "visible" or "hidden"
+    title: str
+    status: str
+    graded: bool
+    max_points: float
+    concept: str | None = None
+    feedback: str = ""
+    output: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def points(self) -> float:
+        return self.max_points if self.status == "passed" else 0.0
+
+    @property
+    def lost(self) -> bool:
+        """Graded and not passed: the test cost the learner its points."""
+        return self.graded and self.status != "passed"
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        del data["task"]
+        data["points"] = self.points
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, task: str) -> "TestResult":
+        return cls(task=task, **_known(cls, data, skip={"task"}))
+
+
+@dataclass
+class ModuleInfo:
+    path: str
+    found: bool
+    sha256: str | None = None
+    flags: list[str] = field(default_factory=list)     # e.g. identical to a course reference
+
+
+@dataclass
+class TaskResult:
+    task: str
+    title: str
+    module: ModuleInfo
+    tests: list[TestResult] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return sum(t.points for t in self.tests if t.graded)
+
+    @property
+    def max_points(self) -> float:
+        return sum(t.max_points for t in self.tests if t.graded)
+
+    @property
+    def not_graded_points(self) -> float:
+        return sum(t.max_points for t in self.tests if not t.graded)
+
+    @property
+    def percent(self) -> float:
+        return _percent(self.points, self.max_points)
+
+    def to_json(self) -> dict:
+        return {"task": self.task, "title": self.title, "module": asdict(self.module),
+                **_totals(self.points, self.max_points, self.not_graded_points),
+                "counts": dict(Counter(t.status for t in self.tests)),
+                "tests": [t.to_json() for t in self.tests]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TaskResult":
+        return cls(data["task"], data["title"], ModuleInfo(**_known(ModuleInfo, data["module"])),
+                   [TestResult.from_json(t, data["task"]) for t in data["tests"]])
+
+
+@dataclass
+class Total:
+    points: float
+    max_points: float
+    not_graded_points: float
+
+    @property
+    def percent(self) -> float:
+        return _percent(self.points, self.max_points)
+
+
+@dataclass
+class ScoreReport:
+    run: dict
+    submission: dict
+    tasks: list[TaskResult]
+    problems: list[str] = field(default_factory=list)
+    stopped_early: str | None = None
+    isolation: dict = field(default_factory=dict)   # {"level": "sandbox" | "none", "reason": ...}
+
+    @classmethod
+    def failed(cls, problem: str, submission: dict | None = None) -> "ScoreReport":
+        """The report of a grading that produced none of its own: nothing earned, the reason kept."""
+        return cls(run={}, submission=submission or {}, tasks=[], problems=[problem])
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems and not self.stopped_early
+
+    @property
+    def total(self) -> Total:
+        return Total(sum(t.points for t in self.tasks), sum(t.max_points for t in self.tasks),
+                     sum(t.not_graded_points for t in self.tasks))
+
+    def task(self, name: str) -> TaskResult | None:
+        return next((t for t in self.tasks if t.task == name), None)
+
+    def tests(self):
+        return [test for task in self.tasks for test in task.tests]
+
+    def to_json(self) -> dict:
+        total = self.total
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "complete": self.complete,
+                "problems": self.problems, "stopped_early": self.stopped_early, "isolation": self.isolation,
+                "run": self.run, "submission": self.submission,
+                "total": _totals(total.points, total.max_points, total.not_graded_points),
+                "tasks": [t.to_json() for t in self.tasks]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ScoreReport":
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("schema_version") != SCHEMA_VERSION:
+            raise ReportError(f"not a version {SCHEMA_VERSION} {SCHEMA}")
+        try:
+            return cls(run=data["run"], submission=data["submission"],
+                       tasks=[TaskResult.from_json(t) for t in data["tasks"]], problems=list(data["problems"]),
+                       stopped_early=data.get("stopped_early"), isolation=data.get("isolation") or {})
+        except (KeyError, TypeError) as exc:
+            raise ReportError(f"malformed score report: {type(exc).__name__}: {exc}") from None
+
+
+def _known(cls, data: dict, skip=frozenset()) -> dict:
+    """The fields of `cls` found in `data` (derived fields such as `points` are not stored)."""
+    names = {f.name for f in fields(cls)} - set(skip)
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _percent(points: float, max_points: float) -> float:
+    return round(100.0 * points / max_points, 2) if max_points else 0.0
+
+
+def _totals(points: float, max_points: float, not_graded: float) -> dict:
+    return {"points": points, "max_points": max_points, "not_graded_points": not_graded,
+            "percent": _percent(points, max_points)}
+
+
+def write_report(report: ScoreReport, path: Path) -> None:
+    """Write atomically: the file at `path` is either the previous one or the whole new report,
+    never empty or half written. Text that cannot be encoded (a lone surrogate raised by learner
+    code) is replaced, not allowed to lose the grade."""
+    write_text_atomically(Path(path), json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    data = text.encode("utf-8", errors="replace")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def read_report(path: Path) -> ScoreReport:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path} could not be read: {exc}") from None
+    try:
+        return ScoreReport.from_json(data)
+    except ReportError as exc:
+        raise ReportError(f"{path}: {exc}") from None
