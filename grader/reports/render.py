@@ -92,13 +92,20 @@ def batch_table(names: list[str], reports: list[ScoreReport]) -> Table:
 
 def audit_table(task_audit) -> Table:
     """One task's audit: every graded variant, its points and verdict."""
-    mutants = sum(e.kind == "mutant" for e in task_audit.entries)
-    caption = (f"{task_audit.kill_rate:.0%} of {mutants} mutants killed, "
-               f"{task_audit.false_rejects} false rejects: {'OK' if task_audit.ok else 'NOT OK'}")
+    c = task_audit.counts()
+    caption = "\n".join([
+        f"rules: {c['rules_killed']} of {c['rules']} with a killing test",
+        f"mutants killed: course {c['course_mutants_killed']}/{c['course_mutants']}, "
+        f"independent {c['independent_mutants_killed']}/{c['independent_mutants']}",
+        f"alternatives accepted: course {c['course_alternatives_accepted']}/{c['course_alternatives']}, "
+        f"independent {c['independent_alternatives_accepted']}/{c['independent_alternatives']}",
+        *[f"rule without a killing test: {r.id} ({r.section}): {r.text}" for r in task_audit.uncovered_rules],
+        "OK" if task_audit.ok else "NOT OK"])
     table = Table(title=f"Audit of {task_audit.task}", caption=caption)
-    for column in ("variant", "kind", "points", "verdict"):
+    for column in ("variant", "kind", "author", "rule", "points", "verdict"):
         table.add_column(column)
     for e in task_audit.entries:
         points = _points(e.points, e.max_points) + (" (stopped)" if e.kind == "mutant" and e.killed else "")
-        table.add_row(e.name, e.kind, points, Text(e.verdict, style="green" if e.ok else "bold red"))
+        table.add_row(e.name, e.kind, e.origin, e.rule or "", points,
+                      Text(e.verdict, style="green" if e.ok else "bold red"))
     return table

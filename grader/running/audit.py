@@ -1,9 +1,11 @@
 """The suite audit: does each hidden suite tell right from wrong?
 
 For every task: the reference must score 100%, the stub 0, every mutant must lose points with
-a failing test whose concept is the one the mutant broke, and every alternative correct
-solution must score 100% (a miss there is a false reject). All runs go through the official
-grading path (worker backend, visible + hidden suites).
+a failing test whose concept is the one the mutant broke, every alternative correct solution
+must score 100% (a miss there is a false reject), and every rule the README states
+(`grader.running.contracts`) must have a mutant that breaks it and is killed. Mutants and
+alternatives come from two authors, the course and an independent one (`grader.running.variants`);
+the audit counts them apart, since a suite can be sharp against its own authors' bugs only.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.running import runner
-from grader.tasks import EXERCISES, SOLUTIONS, Task
+from grader.running.contracts import Rule, rules_of
 from grader.running.variants import materialize, variants_of
+from grader.tasks import EXERCISES, SOLUTIONS, Task
 
 
 @dataclass
@@ -22,6 +25,8 @@ class AuditEntry:
     name: str
     kind: str                       # "reference", "stub", "mutant" or "alternative"
     concept: str | None = None
+    rule: str | None = None
+    origin: str = "course"          # who wrote it: "course" or "independent"
     points: float = 0.0
     max_points: float = 0.0
     failing_concepts: list[str] = field(default_factory=list)
@@ -60,9 +65,10 @@ class AuditEntry:
 class TaskAudit:
     task: str
     entries: list[AuditEntry]
+    rules: list[Rule] = field(default_factory=list)
 
-    def _of(self, kind):
-        return [e for e in self.entries if e.kind == kind]
+    def _of(self, kind, origin=None):
+        return [e for e in self.entries if e.kind == kind and origin in (None, e.origin)]
 
     @property
     def kill_rate(self) -> float:
@@ -74,11 +80,33 @@ class TaskAudit:
         return sum(not e.ok for e in self._of("alternative"))
 
     @property
+    def killed_rules(self) -> set[str]:
+        return {e.rule for e in self._of("mutant") if e.ok and e.rule}
+
+    @property
+    def uncovered_rules(self) -> list[Rule]:
+        """README rules that no killed mutant breaks: sentences no test is known to enforce."""
+        return [rule for rule in self.rules if rule.id not in self.killed_rules]
+
+    def counts(self) -> dict:
+        """The audit in figures: rules, mutants and alternatives by author."""
+        figures = {"rules": len(self.rules), "rules_killed": len(self.rules) - len(self.uncovered_rules)}
+        for origin in ("course", "independent"):
+            mutants, alternatives = self._of("mutant", origin), self._of("alternative", origin)
+            figures[f"{origin}_mutants"] = len(mutants)
+            figures[f"{origin}_mutants_killed"] = sum(e.ok for e in mutants)
+            figures[f"{origin}_alternatives"] = len(alternatives)
+            figures[f"{origin}_alternatives_accepted"] = sum(e.ok for e in alternatives)
+        return figures
+
+    @property
     def ok(self) -> bool:
-        return bool(self._of("mutant")) and bool(self._of("alternative")) and all(e.ok for e in self.entries)
+        return (bool(self._of("mutant")) and bool(self._of("alternative")) and not self.uncovered_rules
+                and all(e.ok for e in self.entries))
 
     def to_json(self) -> dict:
         return {"task": self.task, "ok": self.ok, "kill_rate": self.kill_rate, "false_rejects": self.false_rejects,
+                "counts": self.counts(), "uncovered_rules": [vars(r) for r in self.uncovered_rules],
                 "entries": [{**vars(e), "ok": e.ok, "verdict": e.verdict} for e in self.entries]}
 
 
@@ -90,7 +118,7 @@ def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess") -> list[
     for (entry, _), report in zip(plans, reports):
         _score(entry, report)
         by_task[entry.task].append(entry)
-    return [TaskAudit(name, entries) for name, entries in by_task.items()]
+    return [TaskAudit(task.name, by_task[task.name], rules_of(task)) for task in tasks]
 
 
 def _plans(task: Task, scratch: Path, backend: str) -> list[tuple[AuditEntry, runner.GradingRun]]:
@@ -100,7 +128,7 @@ def _plans(task: Task, scratch: Path, backend: str) -> list[tuple[AuditEntry, ru
         tree = materialize(task, variant, scratch / task.name)
         # A mutant's verdict is settled once a test of its concept fails: stop there.
         extra = ["--stop-on-concept", variant.concept] if variant.kind == "mutant" else []
-        plans.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept),
+        plans.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule, variant.origin),
                       runner.GradingRun(tree, [task], backend=backend, extra_args=extra)))
     return plans
 

@@ -1,16 +1,24 @@
 """Mutants and alternative solutions, written as edits of the reference solution.
 
-A mutant is a realistic learner bug: the reference with one thing done wrong, and the README
-concept (section heading) its feedback must name. An alternative is a different but correct
-solution that must score full marks. Both live beside each hidden suite in `variants.py`:
+A mutant is a realistic learner bug: a correct solution with one thing done wrong, the README
+concept (section heading) its feedback must name, and the README rule (see
+`grader.running.contracts`) it breaks. An alternative is a different but correct solution that
+must score full marks. Both live beside each hidden suite in `variants.py`:
 
-    MUTANTS = [Mutant("no_scale", "Scaled dot-product attention",
+    MUTANTS = [Mutant("no_scale", "Scaled dot-product attention", rule="attention.scale",
                       edits={"* scale": ""})]
     ALTERNATIVES = [Alternative("lse_softmax", functions={"softmax": '''def softmax(...): ...'''})]
 
-`edits` replace text that must occur exactly once in the reference; `functions` replace a
-whole top-level function. Writing variants as edits keeps each one a readable diff and makes
-an edit that no longer applies (after the reference changed) an error, not a silent pass.
+A variant is an edit of one of two bases: the course's reference (`solutions/`), or the
+independent solution kept beside the suite (`independent/<module>.py`), which someone wrote
+from the learner's README and stub alone, without seeing the reference or the suite
+(`base=INDEPENDENT`; `Independent()` is that solution itself, as an alternative). Bugs planted
+in the independent solution land where the README speaks, not where the reference keeps its
+concepts, which is what keeps a suite honest.
+
+`edits` replace text that must occur exactly once in the base; `functions` replace a whole
+top-level function. Writing variants as edits keeps each one a readable diff and makes an edit
+that no longer applies (after the base changed) an error, not a silent pass.
 """
 from __future__ import annotations
 
@@ -21,6 +29,9 @@ from pathlib import Path
 
 from grader.core.loading import load_module
 from grader.tasks import SOLUTIONS, Task
+
+
+REFERENCE, INDEPENDENT = "reference", "independent"
 
 
 class VariantError(ValueError):
@@ -35,9 +46,16 @@ class Variant:
     edits: dict[str, str] = field(default_factory=dict)
     functions: dict[str, str] = field(default_factory=dict)
     note: str = ""
+    rule: str | None = None         # mutants: the README rule they break
+    base: str = REFERENCE           # the solution the edits apply to
 
-    def apply(self, reference: str) -> str:
-        source = reference
+    @property
+    def origin(self) -> str:
+        """Who wrote the code the variant is made of: the course, or an independent author."""
+        return "independent" if self.base == INDEPENDENT else "course"
+
+    def apply(self, base_source: str) -> str:
+        source = base_source
         for old, new in self.edits.items():
             count = source.count(old)
             if count != 1:
@@ -49,17 +67,23 @@ class Variant:
             compile(source, f"<{self.name}>", "exec")
         except SyntaxError as exc:
             raise VariantError(f"{self.name}: the edited source does not compile: {exc}") from None
-        if source == reference:
+        if source == base_source and not (self.kind == "alternative" and self.base == INDEPENDENT):
             raise VariantError(f"{self.name}: changes nothing")
         return source
 
 
-def Mutant(name: str, concept: str, *, edits=None, functions=None, note: str = "") -> Variant:
-    return Variant(name, "mutant", concept, dict(edits or {}), dict(functions or {}), note)
+def Mutant(name: str, concept: str, *, rule: str | None = None, edits=None, functions=None, note: str = "",
+           base: str = REFERENCE) -> Variant:
+    return Variant(name, "mutant", concept, dict(edits or {}), dict(functions or {}), note, rule, base)
 
 
-def Alternative(name: str, *, edits=None, functions=None, note: str = "") -> Variant:
-    return Variant(name, "alternative", None, dict(edits or {}), dict(functions or {}), note)
+def Alternative(name: str, *, edits=None, functions=None, note: str = "", base: str = REFERENCE) -> Variant:
+    return Variant(name, "alternative", None, dict(edits or {}), dict(functions or {}), note, None, base)
+
+
+def Independent(name: str = "independent", note: str = "written from the README and stub alone") -> Variant:
+    """The independent solution itself, which must score full marks like any alternative."""
+    return Variant(name, "alternative", None, {}, {}, note, None, INDEPENDENT)
 
 
 def _replace_function(source: str, name: str, replacement: str, variant: str) -> str:
@@ -85,9 +109,22 @@ def reference_source(task: Task) -> str:
     return (SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8")
 
 
+def independent_path(task: Task) -> Path:
+    return task.hidden_dir / "independent" / f"{task.module}.py"
+
+
+def base_source(task: Task, base: str) -> str:
+    if base == REFERENCE:
+        return reference_source(task)
+    if base == INDEPENDENT:
+        return independent_path(task).read_text(encoding="utf-8")
+    raise VariantError(f"unknown base {base!r}")
+
+
 def materialize(task: Task, variant: Variant, root: Path) -> Path:
     """Write the variant as a submission tree under `root`; return the tree."""
     tree = Path(root) / variant.name
     (tree / task.name).mkdir(parents=True, exist_ok=True)
-    (tree / task.name / f"{task.module}.py").write_text(variant.apply(reference_source(task)), encoding="utf-8")
+    source = variant.apply(base_source(task, variant.base))
+    (tree / task.name / f"{task.module}.py").write_text(source, encoding="utf-8")
     return tree
