@@ -7,14 +7,15 @@ Exit status (all commands): 0 success; 1 check: a visible test failed / grade: a
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from grader.core import sandbox
 from grader.running import audit as audit_mod
+from grader.running import batch
 from grader.running import runner
 from grader.reports.render import audit_table, batch_table, print_report
 from grader.reports.report import write_report
@@ -50,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
 
     grade = commands.add_parser("grade", help="grade submissions on the visible and hidden suites")
     grade.add_argument("paths", nargs="+", type=Path, metavar="PATH",
-                       help="submission trees: NN_name/<module>.py, a fork clone, or a flat upload")
+                       help="submissions: folders (NN_name/<module>.py, a fork clone, or a flat upload) "
+                            "or zip files of one")
     grade.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
     grade.add_argument("--json", type=Path, metavar="OUT", help="score report path (one submission)")
     grade.add_argument("--out-dir", type=Path, metavar="DIR",
@@ -59,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
     grade.add_argument("--seed", type=int, default=0, help="seed for the suites' random inputs (default 0)")
     grade.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this")
+    grade.add_argument("--isolation", choices=("auto", "required", "none"), default="auto",
+                       help="run learner code in the sandbox where possible (auto, the default), refuse to "
+                            "grade without it (required), or never (none)")
+    grade.add_argument("--resume", action="store_true",
+                       help="keep the reports --out-dir already holds and grade only the missing ones")
+    grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
+                       help=f"wall-time limit of one submission's grading (default {runner.RUN_LIMIT_S:g})")
     grade.set_defaults(command=_grade)
 
     audit = commands.add_parser("audit", help="grade the reference, stub, mutants and alternatives")
@@ -83,32 +92,37 @@ def _check(args, tasks, console) -> int:
 
 
 def _grade(args, tasks, console) -> int:
-    missing = [p for p in args.paths if not p.is_dir()]
+    missing = [p for p in args.paths if not (p.is_dir() or (p.is_file() and p.suffix.lower() == ".zip"))]
     if missing:
-        console.print(f"[red]not a folder: {', '.join(map(str, missing))}[/]")
+        console.print(f"[red]not a folder or a zip file: {', '.join(map(str, missing))}[/]")
         return USAGE
     if len(args.paths) > 1 and args.json:
         console.print("[red]--json takes one submission; with several, use --out-dir[/]")
         return USAGE
-    names = _unique_names(args.paths)
+    if args.resume and not args.out_dir:
+        console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
+        return USAGE
+    if args.isolation == "required" and not sandbox.availability()[0]:
+        console.print(f"[red]--isolation required, but no sandbox can be made here: {sandbox.availability()[1]}[/]")
+        return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
-    jobs = [runner.GradingRun(path, tasks, seed=args.seed, out_dir=out_dir / name if out_dir else None)
-            for path, name in zip(args.paths, names)]
-    with console.status(f"grading {len(jobs)} submission(s)") as status:
+    template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=args.isolation)
+    with console.status(f"grading {len(args.paths)} submission(s)") as status:
         done = []
 
-        def progress(job):
-            done.append(job)
-            status.update(f"graded {len(done)} of {len(jobs)} (last: {job.impl})")
-        reports = runner.run_many(jobs, args.jobs, on_done=progress)
+        def progress(entry):
+            done.append(entry)
+            status.update(f"graded {len(done)} of {len(args.paths)} (last: {entry.source})")
+        entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
+                              limit_s=args.submission_timeout, on_done=progress)
+    reports = [e.report for e in entries]
     if len(reports) == 1:
         print_report(reports[0], console)
         if args.json:
             write_report(reports[0], args.json)
     else:
-        console.print(batch_table(names, reports))
+        console.print(batch_table([e.name for e in entries], reports))
     if out_dir:
-        _write_summary(out_dir, names, args.paths, reports)
         console.print(f"reports and logs: {out_dir}/")
     if any(not r.complete for r in reports):
         return INCOMPLETE
@@ -125,29 +139,6 @@ def _audit(args, tasks, console) -> int:
     if args.json:
         args.json.write_text(json.dumps([a.to_json() for a in audits], indent=2) + "\n", encoding="utf-8")
     return OK if all(a.ok for a in audits) else FAILED
-
-
-def _unique_names(paths: list[Path]) -> list[str]:
-    names, seen = [], {}
-    for path in paths:
-        base = path.resolve().name or "submission"
-        seen[base] = seen.get(base, 0) + 1
-        names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
-    return names
-
-
-def _write_summary(out_dir: Path, names, paths, reports) -> None:
-    """summary.csv: one row per submission, one column per task: the instructor's gradebook."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tasks = sorted({t.task for r in reports for t in r.tasks})
-    with open(out_dir / "summary.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["submission", "path", *tasks, "points", "max_points", "percent", "complete", "problems"])
-        for name, path, report in zip(names, paths, reports):
-            total = report.total
-            writer.writerow([name, str(path), *[report.task(t).points if report.task(t) else "" for t in tasks],
-                             total.points, total.max_points, total.percent, report.complete,
-                             " | ".join(report.problems)])
 
 
 if __name__ == "__main__":

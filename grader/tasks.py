@@ -6,6 +6,7 @@ exercise folder is all it takes to add a task.
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -44,6 +45,17 @@ class Task:
             paths.append(self.hidden_dir)
         return paths
 
+    def probe_files(self) -> list[Path]:
+        """The files a worker needs to run this task's probes: each suite folder's `probes.py`
+        and the sibling modules it loads (`sibling_module(__file__, "name")`). Nothing else of
+        a suite folder ever reaches the learner's process."""
+        files = []
+        for folder in (self.exercise_dir, self.hidden_dir):
+            probes = folder / "probes.py"
+            if probes.is_file():
+                files += [probes, *(folder / f"{name}.py" for name in _sibling_modules(probes))]
+        return files
+
 
 @cache
 def all_tasks() -> tuple[Task, ...]:
@@ -74,8 +86,18 @@ def task_of_path(path: Path) -> Task | None:
     return None
 
 
+def _sibling_modules(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "sibling_module" and len(node.args) == 2 \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            names.append(node.args[1].value)
+    return names
+
+
 def learner_modules(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith(("test_", "conftest")))
+    return sorted(p.stem for p in folder.glob("*.py")
+                  if not p.name.startswith(("test_", "conftest")) and p.name != "probes.py")
 
 
 def _task_from_dir(folder: Path) -> Task | None:

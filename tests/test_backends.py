@@ -6,9 +6,14 @@ import time
 import numpy as np
 import pytest
 
+from grader.core import sandbox
 from grader.core.loading import StudentImportError
-from grader.core.submission import (BadReturnValue, CallTimeout, InProcessBackend, StudentError, Submission,
-                               WorkerBackend, WorkerCrashed)
+from grader.core.submission import (BACKENDS, BackendContext, BadReturnValue, CallTimeout, StudentError, Submission,
+                                    WorkerCrashed)
+from grader.core.worker_process import WorkerSpec
+
+KINDS = ["inprocess", "worker", "sandbox"]
+WORKERS = ["worker", "sandbox"]
 
 LEARNER = """
 import os, signal, sys, time
@@ -57,13 +62,19 @@ def write_module(tmp_path, source, name="learner.py"):
     return path
 
 
-@pytest.fixture(params=["inprocess", "worker"])
+def make_backend(kind, path, tmp_path):
+    """A backend of `kind`: in-process, a worker, or a sandboxed worker (skipped where no sandbox
+    can be made)."""
+    if kind == "sandbox" and not sandbox.availability()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
+    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,))
+    context = BackendContext(tmp_path, tmp_path / f"{kind}.log", spec)
+    return BACKENDS["inprocess" if kind == "inprocess" else "worker"](path, context)
+
+
+@pytest.fixture(params=KINDS)
 def backend(request, tmp_path):
-    path = write_module(tmp_path, LEARNER, f"learner_{request.param}.py")
-    if request.param == "inprocess":
-        made = InProcessBackend(path)
-    else:
-        made = WorkerBackend(path, tmp_path / "worker.log")
+    made = make_backend(request.param, write_module(tmp_path, LEARNER, f"learner_{request.param}.py"), tmp_path)
     yield made
     made.close()
 
@@ -115,8 +126,9 @@ def test_exits_and_skips_fail_one_call_and_nothing_else(backend, name):
     assert call(backend, "double", 2) == 4
 
 
-def test_worker_crash_fails_one_call_then_restarts(tmp_path):
-    backend = WorkerBackend(write_module(tmp_path, LEARNER), tmp_path / "log")
+@pytest.mark.parametrize("kind", WORKERS)
+def test_worker_crash_fails_one_call_then_restarts(tmp_path, kind):
+    backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)
     try:
         with pytest.raises(WorkerCrashed, match="SIGSEGV"):
             call(backend, "segfault")
@@ -125,8 +137,9 @@ def test_worker_crash_fails_one_call_then_restarts(tmp_path):
         backend.close()
 
 
-def test_worker_hang_times_out_then_restarts(tmp_path):
-    backend = WorkerBackend(write_module(tmp_path, LEARNER), tmp_path / "log")
+@pytest.mark.parametrize("kind", WORKERS)
+def test_worker_hang_times_out_then_restarts(tmp_path, kind):
+    backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)
     try:
         started = time.monotonic()
         with pytest.raises(CallTimeout):
@@ -138,8 +151,9 @@ def test_worker_hang_times_out_then_restarts(tmp_path):
         backend.close()
 
 
-def test_worker_output_goes_to_the_log_not_the_protocol(tmp_path):
-    backend = WorkerBackend(write_module(tmp_path, LEARNER), tmp_path / "log")
+@pytest.mark.parametrize("kind", WORKERS)
+def test_worker_output_goes_to_the_log_not_the_protocol(tmp_path, kind):
+    backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)
     try:
         backend.start(time.monotonic() + 20)
         mark = backend.output_mark()
@@ -149,7 +163,7 @@ def test_worker_output_goes_to_the_log_not_the_protocol(tmp_path):
         backend.close()
 
 
-@pytest.mark.parametrize("kind", ["inprocess", "worker"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("source,expected", [
     (None, "was not found"),
     ("def f(:\n    pass\n", "SyntaxError"),
@@ -160,15 +174,16 @@ def test_import_failures_are_reported_clearly(tmp_path, kind, source, expected):
     path = tmp_path / "attention.py"
     if source is not None:
         path.write_text(source)
-    backend = InProcessBackend(path) if kind == "inprocess" else WorkerBackend(path, tmp_path / "log")
+    backend = make_backend(kind, path, tmp_path)
     with pytest.raises(StudentImportError, match=expected) as caught:
         backend.start(time.monotonic() + 20)
     assert "attention.py" in str(caught.value)
     backend.close()
 
 
-def test_hard_exit_at_import_is_a_crash(tmp_path):
+@pytest.mark.parametrize("kind", WORKERS)
+def test_hard_exit_at_import_is_a_crash(tmp_path, kind):
     path = write_module(tmp_path, "import os\nos._exit(7)\n")
-    backend = WorkerBackend(path, tmp_path / "log")
+    backend = make_backend(kind, path, tmp_path)
     with pytest.raises(WorkerCrashed, match="exit code 7"):
         backend.start(time.monotonic() + 20)

@@ -8,12 +8,14 @@ shuffled traces, ties, overlapping labels, timing on an asynchronous device.
 import functools
 import gzip
 import json
-import time
 
 import pytest
 import torch
 
+from grader.core.loading import sibling_module
 from grader.tasks import DATASETS
+
+probes = sibling_module(__file__, "probes")
 
 
 @functools.cache
@@ -25,24 +27,6 @@ def load(name):
         events = json.load(stream)["traceEvents"]
     keep = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
     return table, {"traceEvents": [{k: e[k] for k in keep if k in e} for e in events if e.get("ph") == "X"]}
-
-
-def probe_three_steps_after_one(module):
-    """profile_steps on a step that runs one matmul; returns what came back and how often the step ran."""
-    a, b, calls = torch.ones(8, 9), torch.ones(9, 10), []
-
-    def step():
-        calls.append(1)
-        torch.mm(a, b)
-
-    table, trace = module.profile_steps(step, steps=3, warmup=1)
-    steps = [e["name"] for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
-    return {"calls": len(calls), "table": table, "steps": steps}
-
-
-def probe_time_a_sleep(module):
-    """time_ms of a 10 ms sleep."""
-    return module.time_ms(lambda: time.sleep(0.01), iters=3, warmup=1)
 
 
 @pytest.mark.points(1)
@@ -108,7 +92,7 @@ def test_diagnose_the_shipped_profiles(submission):
 @pytest.mark.timeout(180)
 def test_profile_steps_leaves_out_the_warmup(submission):
     """3 active steps after 1 warmup: the step runs 4 times, aten::mm is counted 3 times"""
-    got = submission.probe(probe_three_steps_after_one)
+    got = submission.probe(probes.three_steps_after_one)
     assert got["calls"] == 4, f"step_fn ran {got['calls']} times, expected 4 (1 warmup + 3 active)"
     counts = {row["name"]: row["count"] for row in got["table"]}
     assert counts.get("aten::mm") == 3, f"aten::mm counted {counts.get('aten::mm')} times, expected 3"
@@ -119,5 +103,5 @@ def test_profile_steps_leaves_out_the_warmup(submission):
 @pytest.mark.concept("Asynchronous timing")
 def test_time_ms_of_a_sleep(submission):
     """time_ms of a 10 ms sleep is about 10 ms"""
-    got = submission.probe(probe_time_a_sleep)
+    got = submission.probe(probes.time_a_sleep)
     assert 9.5 <= got <= 40, f"time_ms of a 10 ms sleep gave {got} ms"

@@ -6,11 +6,9 @@ or output.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from grader.core.loading import load_module
+from grader.core.loading import sibling_module  # noqa: F401  (the suites' import)
 
 
 def __getattr__(name: str):
@@ -34,11 +32,6 @@ class ConceptError(AssertionError):
     def __init__(self, concept: str, message: str):
         super().__init__(message)
         self.concept = concept
-
-
-def sibling_module(test_file: str, name: str):
-    """Import `name`.py from the folder of `test_file` (suite folders are not packages)."""
-    return load_module(Path(test_file).with_name(f"{name}.py"))
 
 
 def to_numpy(value) -> np.ndarray:

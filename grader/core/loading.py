@@ -43,6 +43,11 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
+def sibling_module(test_file: str, name: str):
+    """Import `name`.py from the folder of `test_file` (suite folders are not packages)."""
+    return load_module(Path(test_file).with_name(f"{name}.py"))
+
+
 def describe(exc: BaseException, student_file: Path) -> dict:
     """The exception as data: its type, message and the frames that lie in the learner's file.
     Frames of the tests and probes are left out, so feedback never shows hidden code."""

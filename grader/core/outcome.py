@@ -7,7 +7,8 @@ rewriting appends (which quotes the test's expressions) is cut off as well.
 from __future__ import annotations
 
 from grader.core.loading import StudentImportError
-from grader.core.submission import StudentError, SubmissionFailure, is_test_timeout
+from grader.core.dispatch import is_test_timeout
+from grader.core.submission import StudentError, SubmissionFailure
 
 GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
 FEEDBACK_LIMIT = 2000

@@ -20,10 +20,14 @@ import pytest
 from grader.core.outcome import GPU_SKIP_REASON, OUTPUT_LIMIT, phase_outcome, tail, truncate, with_concept
 from grader.reports.record import git_commit, new_run_id, run_record
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
-from grader.core.submission import InProcessBackend, Submission, WorkerBackend
-from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, Task, locate_module, task_of_path
+from grader.core import intake, sandbox
+from grader.core.intake import read_module
+from grader.core.loading import StudentImportError
+from grader.core.submission import BACKENDS, BackendContext, Submission
+from grader.core.worker_process import WorkerSpec
+from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
 
-BACKENDS = ("inprocess", "worker")
+ISOLATION = ("auto", "required", "none")
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
 _OUTPUT = pytest.StashKey[str]()
@@ -33,8 +37,11 @@ def pytest_addoption(parser):
     group = parser.getgroup("grader", "grading the course's exercises")
     group.addoption("--impl", default=os.environ.get("GRADER_IMPL"), metavar="DIR",
                     help="tree holding NN_name/<module>.py to test (env GRADER_IMPL; default: exercises/)")
-    group.addoption("--backend", choices=BACKENDS, default=os.environ.get("GRADER_BACKEND", "inprocess"),
-                    help="run learner code in this process or in an isolated worker (env GRADER_BACKEND)")
+    group.addoption("--backend", choices=sorted(BACKENDS), default=os.environ.get("GRADER_BACKEND", "inprocess"),
+                    help="run learner code in this process or in a worker process (env GRADER_BACKEND)")
+    group.addoption("--isolation", choices=ISOLATION, default=os.environ.get("GRADER_ISOLATION", "auto"),
+                    help="workers in the sandbox: where possible (auto), or refuse to grade without it "
+                         "(required), or never (none) (env GRADER_ISOLATION)")
     group.addoption("--grader-seed", type=int, default=int(os.environ.get("GRADER_SEED", "0")),
                     help="seed of the `seed` and `rng` fixtures (env GRADER_SEED; default 0)")
     group.addoption("--score-report", metavar="PATH", help="write the score report as JSON to PATH")
@@ -61,6 +68,8 @@ class GradingSession:
         impl = config.getoption("impl")
         self.impl = Path(impl).resolve() if impl else EXERCISES
         self.backend_kind = config.getoption("backend")
+        self.isolation = _isolation(self.backend_kind, config.getoption("isolation"))
+        self.limits = sandbox.Limits.from_env()
         self.seed = config.getoption("grader_seed")
         self.results: dict[str, TestResult] = {}
         self.tasks: dict[str, Task] = {}
@@ -72,12 +81,16 @@ class GradingSession:
 
     def backend_for(self, task: Task):
         if task.name not in self._backends:
-            module_path = locate_module(self.impl, task)
-            if self.backend_kind == "worker":
-                self._backends[task.name] = WorkerBackend(module_path, self._log_dir() / f"{task.name}.log")
-            else:
-                self._backends[task.name] = InProcessBackend(module_path)
+            spec = WorkerSpec(sandboxed=self.isolation["level"] == "sandbox", limits=self.limits,
+                              probe_files=tuple(task.probe_files()), writable_dirs=(self._basetemp(),))
+            context = BackendContext(self.impl, self._log_dir() / f"{task.name}.log", spec)
+            self._backends[task.name] = BACKENDS[self.backend_kind](locate_module(self.impl, task), context)
         return self._backends[task.name]
+
+    def _basetemp(self) -> Path:
+        """pytest's temporary folder of this session: the one place a sandboxed worker may write,
+        so that files cross between tests and learner code as paths."""
+        return self.config._tmp_path_factory.getbasetemp()
 
     def _log_dir(self) -> Path:
         if self._logs:
@@ -124,14 +137,16 @@ class GradingSession:
             task = self.tasks[name]
             tasks.append(TaskResult(task.name, task.title, self._module_info(task),
                                     [r for r in self.results.values() if r.task == name]))
-        report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": git_commit(self.impl)},
-                             tasks=tasks, problems=list(self.problems), stopped_early=self.stopped_early)
+        report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": intake.git_head(self.impl)},
+                             tasks=tasks, problems=list(self.problems), stopped_early=self.stopped_early,
+                             isolation=self.isolation)
         total = report.total
         startup = self.worker_startup_seconds()
         metrics = {"score": total.points, "max_score": total.max_points, "percent": total.percent,
                    "tests": len(self.results),
                    "worker_startup_s": round(max(startup), 3) if startup else None}
-        config = {"backend": self.backend_kind, "impl": str(self.impl), "tasks": sorted(self.tasks),
+        config = {"backend": self.backend_kind, "isolation": self.isolation["level"], "impl": str(self.impl),
+                  "tasks": sorted(self.tasks),
                   "args": [str(a) for a in self.config.args]}
         report.run = run_record(run_id=self.run_id, started=self.started, finished=finished,
                                 commit=git_commit(COURSE_ROOT), config=config, seed=self.seed,
@@ -140,8 +155,29 @@ class GradingSession:
 
     def _module_info(self, task: Task) -> ModuleInfo:
         path = locate_module(self.impl, task)
-        found = path.is_file()
-        return ModuleInfo(str(path), found, hashlib.sha256(path.read_bytes()).hexdigest() if found else None)
+        try:
+            data = read_module(self.impl, path)
+        except StudentImportError as exc:
+            return ModuleInfo(str(path), path.exists(), None, [f"not graded: {exc}"])
+        digest = intake.sha256(data)
+        reference = SOLUTIONS / task.name / f"{task.module}.py"
+        flags = ["identical to the course's reference solution"] \
+            if reference.is_file() and digest == intake.sha256(reference.read_bytes()) and self.impl != SOLUTIONS else []
+        return ModuleInfo(str(path), True, digest, flags)
+
+
+def _isolation(backend: str, wanted: str) -> dict:
+    """Where learner code runs this session, and why: the report's `isolation`."""
+    if backend == "inprocess":
+        return {"level": "in-process", "reason": "self-check: learner code runs in the test process"}
+    if wanted == "none":
+        return {"level": "none", "reason": "sandbox switched off (--isolation none)"}
+    available, why = sandbox.availability()
+    if available:
+        return {"level": "sandbox", "reason": "", "limits": sandbox.enforcement(sandbox.Limits.from_env())}
+    if wanted == "required":
+        raise pytest.UsageError(f"--isolation required, but no sandbox can be made here: {why}")
+    return {"level": "none", "reason": why}
 
 
 def _new_result(item, task: Task) -> TestResult:

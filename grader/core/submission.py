@@ -2,21 +2,27 @@
 
 `submission.softmax(x)` calls the learner's function; `submission.probe(fn, ...)` runs a
 trusted probe `fn(module, ...)` beside the learner's code, for checks that need an object
-(a model, a callable) built from data or observed while the learner's code runs.
+(a model, a callable) built from data or observed while the learner's code runs. A probe runs
+in the learner's process, so what it returns is no more trustworthy than what the learner's own
+functions return: it is data produced beside learner code, never a verdict.
 
-Two backends give the same semantics: arguments and results always cross `grader.core.wire`, so a
-value that could not reach a worker process fails in-process too, and learner code can never
-mutate a test's inputs.
+Two backends (`BACKENDS`) give the same semantics: a call is packed into a request, answered by
+`grader.core.dispatch.answer` (in this process, or in a worker process through a pipe), and the
+reply unpacked here, so a value that could not reach a worker fails in-process too, and learner
+code can never mutate a test's inputs.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.loading import (StudentImportError, describe, format_error, load_module, missing_function,
-                            plain_error)
-from grader.core.worker import WorkerProcess
+from grader.core.dispatch import answer
+from grader.core.intake import find_git_dir, git_head, read_module
+from grader.core.loading import StudentImportError, format_error, load_module
+from grader.tasks import COURSE_ROOT
+from grader.core.worker_process import WorkerOutput, WorkerProcess, WorkerSpec
 
 STARTUP_LIMIT_S = 60.0
 
@@ -52,9 +58,13 @@ class WorkerCrashed(SubmissionFailure):
     status = "crashed"
 
 
-def is_test_timeout(exc: BaseException) -> bool:
-    """pytest-timeout's signal method ends a test by raising pytest's Failed('Timeout >Ns')."""
-    return type(exc).__name__ == "Failed" and str(exc).startswith("Timeout")
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend needs besides the module: the submission it came from, where the worker's
+    output is logged, and how workers are started."""
+    submission_root: Path
+    log_path: Path
+    spec: WorkerSpec
 
 
 class InProcessBackend:
@@ -62,38 +72,23 @@ class InProcessBackend:
 
     kind = "inprocess"
 
-    def __init__(self, module_path: Path):
+    def __init__(self, module_path: Path, context: BackendContext):
         self.module_path = Path(module_path)
         self._module = None
 
     def launch(self) -> None:
         pass                   # importing in this process cannot overlap anything
 
+    @property
+    def git_head(self) -> str | None:
+        return git_head(self.module_path.parent)
+
     def start(self, deadline: float) -> None:
         if self._module is None:
             self._module = load_module(self.module_path)
 
-    def call(self, target: dict, arguments: tuple, deadline: float):
-        self.start(deadline)
-        args, kwargs = wire.roundtrip(arguments)
-        if "probe" in target:
-            function, args = target["callable"], (self._module, *args)
-        else:
-            function = getattr(self._module, target["function"], None)
-            if not callable(function):
-                raise StudentError(target["function"], missing_function(self.module_path, target["function"]))
-        try:
-            result = function(*args, **kwargs)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # skips, exits and xfails raised by learner code count as errors
-            if is_test_timeout(exc):
-                raise
-            raise StudentError(_name(target), describe(exc, self.module_path)) from None
-        try:
-            return wire.roundtrip(result)
-        except wire.WireError as exc:
-            raise BadReturnValue(_name(target), plain_error(self.module_path, "WireError", str(exc))) from None
+    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+        return answer(self._module, self.module_path, header, blobs)
 
     def output_mark(self) -> int:
         return 0
@@ -101,38 +96,61 @@ class InProcessBackend:
     def output_since(self, mark: int) -> str:
         return ""              # pytest's own capture holds in-process output
 
+    def discard_worker(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
 
 class WorkerBackend:
-    """Runs the learner's module in a worker process (official grading)."""
+    """Runs the learner's module in a worker process (official grading), sandboxed when the
+    context's spec says so."""
 
     kind = "worker"
 
-    def __init__(self, module_path: Path, log_path: Path):
+    def __init__(self, module_path: Path, context: BackendContext):
         self.module_path = Path(module_path)
-        self.log_path = Path(log_path)
-        self.log_path.touch()
+        self.context = context
+        self.output = WorkerOutput(context.log_path)
         self._worker: WorkerProcess | None = None
         self._launched: WorkerProcess | None = None     # started, not yet known to be ready
+        self._module_bytes: bytes | None = None
         self._import_error: str | None = None
         self.startup_seconds: list[float] = []
 
     def launch(self) -> None:
         """Start a worker without waiting for it, so its imports overlap what the tests do next."""
-        if self._worker is None and self._launched is None and self.module_path.is_file():
-            self._launched = WorkerProcess(self.module_path, self.log_path)
+        if self._worker is not None or self._launched is not None or self._import_error:
+            return
+        if self._module_bytes is None:
+            try:
+                self._module_bytes = read_module(self.context.submission_root, self.module_path)
+            except StudentImportError as exc:
+                self._import_error = str(exc)
+                return
+        self._launched = WorkerProcess(self.module_path, self._module_bytes, self.context.spec, self.output,
+                                       git_dir=self._submission_git_dir())
+
+    def _submission_git_dir(self) -> Path | None:
+        """The submission's own repository, which a sandboxed worker may see (never the course's)."""
+        git_dir = find_git_dir(self.module_path.parent, stop_at=self.context.submission_root)
+        return git_dir if git_dir is not None and git_dir.parent.resolve() != COURSE_ROOT else None
+
+    @property
+    def git_head(self) -> str | None:
+        """The commit learner code finds beside its module, as the worker sees it."""
+        if not self.context.spec.sandboxed:
+            return git_head(self.module_path.parent)
+        git_dir = self._submission_git_dir()
+        return git_head(git_dir.parent) if git_dir is not None else None
 
     def start(self, deadline: float) -> None:
-        if self._import_error:
-            raise StudentImportError(self._import_error)
         if self._worker is not None:
             return
-        if not self.module_path.is_file():
-            self._import_error = f"{self.module_path.name} was not found (looked for {self.module_path})"
-            raise StudentImportError(self._import_error)
         self.launch()
+        if self._import_error:
+            raise StudentImportError(self._import_error)
         worker, self._launched = self._launched, None
         try:
             header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
@@ -140,24 +158,19 @@ class WorkerBackend:
             worker.kill()
             raise CallTimeout(f"{self.module_path.name} did not finish importing within the time limit") from None
         except (wire.ChannelClosed, wire.WireError):
+            how = worker.exit_description()
             worker.kill()
-            raise WorkerCrashed(f"the process importing {self.module_path.name} died "
-                                f"({worker.exit_description()})") from None
+            raise WorkerCrashed(f"the process importing {self.module_path.name} died ({how})") from None
         if not header.get("ready"):
             worker.kill()
-            self._import_error = header.get("error") or "import failed"
+            self._import_error = str(header.get("error") or "import failed")
             raise StudentImportError(self._import_error)
         self.startup_seconds.append(time.monotonic() - worker.started)
         self._worker = worker
 
-    def call(self, target: dict, arguments: tuple, deadline: float):
-        self.start(deadline)
-        packed, blobs = wire.pack(arguments)
-        header = {"op": "call", "target": {k: v for k, v in target.items() if k != "callable"},
-                  "arguments": packed}
-        name = _name(target)
+    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
         try:
-            reply, reply_blobs = self._worker.request(header, blobs, deadline)
+            return self._worker.request(header, blobs, deadline)
         except wire.ChannelTimeout:
             self._stop(wait_s=0)
             raise CallTimeout(f"{name}() did not return within the time limit") from None
@@ -167,23 +180,17 @@ class WorkerBackend:
         except BaseException:
             self._stop(wait_s=0)    # interrupted mid-call: the worker's state is unknown
             raise
-        if reply.get("ok"):
-            try:
-                return wire.unpack(reply["value"], reply_blobs)
-            except wire.WireError as exc:
-                self._stop()
-                raise WorkerCrashed(f"the process running {name}() sent a malformed reply ({exc})") from None
-        error_class = BadReturnValue if reply.get("stage") == "result" else StudentError
-        raise error_class(name, reply["error"])
 
     def output_mark(self) -> int:
-        return self.log_path.stat().st_size
+        return self.output.mark()
 
     def output_since(self, mark: int) -> str:
-        """What the learner's code printed since byte `mark` of the log."""
-        with open(self.log_path, "rb") as log:
-            log.seek(mark)
-            return log.read().decode("utf-8", "replace")
+        """What the learner's code printed since `mark` (a bounded tail)."""
+        return self.output.since(mark)
+
+    def discard_worker(self) -> None:
+        """After a malformed reply: the worker's state is unknown, the next call starts afresh."""
+        self._stop()
 
     def _stop(self, wait_s: float = 1.0) -> str:
         how = self._worker.exit_description(wait_s) if self._worker else "not running"
@@ -197,8 +204,43 @@ class WorkerBackend:
         process with torch loaded takes a while to tear itself down."""
         if self._launched is not None:
             self._launched.kill()
+            self._launched = None
         if self._worker is not None:
             self._stop(wait_s=0)
+
+
+BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}
+
+
+def call(backend, target: dict, arguments: tuple, deadline: float):
+    """One call through `backend`: the request out, the reply back as a value or a failure."""
+    name = target.get("function") or target["probe"]
+    backend.start(deadline)
+    packed, blobs = wire.pack(arguments)
+    reply, reply_blobs = backend.exchange({"target": target, "arguments": packed}, blobs, deadline, name)
+    if reply.get("ok"):
+        try:
+            return wire.unpack(reply["value"], reply_blobs)
+        except (wire.WireError, KeyError, TypeError) as exc:
+            backend.discard_worker()
+            raise WorkerCrashed(f"the process running {name}() sent a malformed reply ({exc})") from None
+    error = reply.get("error")
+    if not _is_error_info(error):
+        backend.discard_worker()
+        raise WorkerCrashed(f"the process running {name}() sent a malformed reply")
+    error_class = BadReturnValue if reply.get("stage") == "result" else StudentError
+    raise error_class(name, error)
+
+
+def _is_error_info(info) -> bool:
+    """The shape `grader.core.loading.describe` gives an error: a reply from the worker is
+    learner-controlled data and is checked before anything formats it."""
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("type", "message", "file")):
+        return False
+    frames = info.get("frames")
+    return isinstance(frames, list) and all(
+        isinstance(f, dict) and isinstance(f.get("line"), (int, type(None))) and isinstance(f.get("function"), str)
+        and isinstance(f.get("code"), str) for f in frames)
 
 
 class Submission:
@@ -212,24 +254,25 @@ class Submission:
         if name.startswith("_"):
             raise AttributeError(name)
 
-        def call(*args, **kwargs):
-            return self._backend.call({"function": name}, (args, kwargs), self._deadline)
-        call.__name__ = name
-        return call
+        def function(*args, **kwargs):
+            return call(self._backend, {"function": name}, (args, kwargs), self._deadline)
+        function.__name__ = name
+        return function
 
     def probe(self, probe, /, *args, **kwargs):
         """Run the trusted function `probe(module, *args, **kwargs)` beside the learner's code.
         It must be a top-level function of a course file; it returns data."""
-        target = {"probe": probe.__name__, "file": probe.__code__.co_filename, "callable": probe}
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")
-        return self._backend.call(target, (args, kwargs), self._deadline)
+        target = {"probe": probe.__name__, "file": probe.__code__.co_filename}
+        return call(self._backend, target, (args, kwargs), self._deadline)
 
     @property
     def module_path(self) -> Path:
         return self._backend.module_path
 
-
-def _name(target: dict) -> str:
-    return target.get("function") or target["probe"]
-
+    @property
+    def git_head(self) -> str | None:
+        """The git HEAD the learner's code sees beside its module (None outside git): in the
+        sandbox, only a submission's own repository is visible."""
+        return self._backend.git_head

@@ -23,8 +23,9 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def git_commit(path: Path) -> str | None:
-    """HEAD of the git work tree holding `path`, with "-dirty" when it has changes; None
-    outside git."""
+    """HEAD of the course's git work tree at `path`, with "-dirty" when it has changes; None
+    outside git. Only for the course's own tree: a submission's repository is never handed to
+    git (see `grader.core.intake.git_head`)."""
     try:
         out = subprocess.run(["git", "-C", str(path), "describe", "--always", "--dirty", "--abbrev=40"],
                              capture_output=True, text=True, timeout=10)

@@ -7,8 +7,11 @@ code runs in the session's workers (or in-process when a trusted caller asks for
 audit does for the course's own mutants).
 
 Parent and child talk over the child's stdin and its original stdout, one JSON line each way
-per grading; pytest's own output goes to each grading's log file. A child that dies takes only
-the grading in flight with it: the parent starts a fresh child for the rest.
+per grading, the reply carrying the job's nonce: a line that does not (written by anything but
+the child's own loop) is ignored. pytest's own output goes to each grading's log file. A child
+that dies takes only the grading in flight with it: the parent starts a fresh child for the
+rest. The parent's deadline is the watchdog: it needs nothing from the child (no signal, no
+reply) to end a grading that runs too long, and SIGKILL ends a child even when it is stopped.
 
 Each child (and the workers it starts) runs torch on one thread (OMP_NUM_THREADS=1, unless
 the caller set it); parallelism comes from grading several submissions at once. OpenMP threads
@@ -22,6 +25,7 @@ import contextlib
 import gc
 import json
 import os
+import secrets
 import select
 import subprocess
 import sys
@@ -41,7 +45,8 @@ class PytestPool:
 
     def run(self, jobs: list[tuple[list[str], Path]], limit_s: float, on_done=None, stream=None) -> list:
         """Run `pytest.main(args)` for each (args, log_path); return their exit codes in order.
-        `stream(text)` receives each log's output as it grows (one job at a time)."""
+        `on_done(index, code)` is called as each ends; `stream(text)` receives each log's output
+        as it grows (one job at a time)."""
         codes: list = [None] * len(jobs)
         queue = list(enumerate(jobs))
         lock = threading.Lock()
@@ -59,7 +64,7 @@ class PytestPool:
                     child.kill()
                     child = None
                 if on_done:
-                    on_done(index)
+                    on_done(index, codes[index])
             if child:
                 child.close()
 
@@ -78,8 +83,9 @@ class _Child:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, args: list[str], log_path: Path, limit_s: float, stream):
+        nonce = secrets.token_hex(16)
         try:
-            self.process.stdin.write(json.dumps({"args": args, "log": str(log_path)}) + "\n")
+            self.process.stdin.write(json.dumps({"args": args, "log": str(log_path), "nonce": nonce}) + "\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             return DIED
@@ -93,9 +99,11 @@ class _Child:
                 line = self.process.stdout.readline()
                 if not line:
                     return DIED
-                if stream:
-                    _echo_new(log_path, shown, stream)
-                return json.loads(line)["exit"]
+                code = _exit_code(line, nonce)
+                if code is not None:
+                    if stream:
+                        _echo_new(log_path, shown, stream)
+                    return code
             if time.monotonic() > deadline:
                 return TIMED_OUT
 
@@ -105,6 +113,17 @@ class _Child:
 
     def close(self):
         self.process.stdin.close()      # it exits on its own; its teardown need not hold us up
+
+
+def _exit_code(line: str, nonce: str):
+    """The exit code a reply line carries for this job, or None for any other line."""
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or reply.get("nonce") != nonce or not isinstance(reply.get("exit"), int):
+        return None
+    return reply["exit"]
 
 
 def _echo_new(log_path: Path, shown: int, stream) -> int:
@@ -133,7 +152,7 @@ def _serve() -> None:
         with open(request["log"], "w", encoding="utf-8") as log, \
                 contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             code = pytest.main(request["args"])
-        replies.write(json.dumps({"exit": int(code)}) + "\n")
+        replies.write(json.dumps({"exit": int(code), "nonce": request["nonce"]}) + "\n")
         replies.flush()
 
 

@@ -9,7 +9,6 @@ on the corpus and compares its eval loss with the corpus's known floor.
 import hashlib
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -376,11 +375,6 @@ def test_bf16_autocast_keeps_float32_weights_and_state(submission, rng, tmp_path
 
 # ---------------------------------------------------------------- records and curves
 
-def _git_head(folder):
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True)
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 @pytest.mark.points(3)
 @pytest.mark.concept("The run record")
 @pytest.mark.timeout(120)
@@ -398,7 +392,7 @@ def test_log_and_run_record(submission, rng, tmp_path):
     record = json.loads(open(result["record"]).read())
     for key in ("run_id", "commit", "config", "data_version", "seed", "environment", "metrics"):
         assert key in record, f"run.json has no {key!r}: the record is run id, commit, config, data version, seed, environment, metrics"
-    expected_commit = _git_head(submission.module_path.parent)
+    expected_commit = submission.git_head
     assert record["commit"] == expected_commit, \
         f"run.json says commit {record['commit']!r}; the learner's code is at {expected_commit!r} (null outside git)"
     digests = sorted(hashlib.sha256(open(cfg[k], "rb").read()).hexdigest() for k in ("train_path", "eval_path"))

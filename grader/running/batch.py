@@ -1,0 +1,125 @@
+"""Grading a batch of submissions so that nothing is lost: each report is written as soon as its
+grading ends, `summary.csv` is rewritten from the reports on disk after each one, and a batch
+that was killed is finished by running it again with `resume`: reports already on disk are kept,
+the missing ones graded.
+
+Submissions are folders, or zip files unpacked with care (`grader.running.archives`).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import tempfile
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from grader.reports.report import ReportError, ScoreReport, read_report, write_report, write_text_atomically
+from grader.running import archives, runner
+
+REPORT = "score_report.json"
+
+
+@dataclass
+class Entry:
+    """One submission of the batch: where it came from, its folder in the output, its report."""
+    name: str
+    source: Path
+    report: ScoreReport | None = None
+
+
+def unique_names(paths: list[Path]) -> list[str]:
+    """Output folder names: the submission's own name (a zip's without `.zip`), numbered on clashes."""
+    names, seen = [], {}
+    for path in paths:
+        base = (path.stem if path.suffix.lower() == ".zip" else path.resolve().name) or "submission"
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return names
+
+
+def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, *, jobs: int = 1,
+          resume: bool = False, limit_s: float = runner.RUN_LIMIT_S, on_done=None) -> list[Entry]:
+    """Grade every submission like `template` (its `impl` and `out_dir` are replaced), `jobs` at a
+    time; with `resume`, keep the reports `out_dir` already holds."""
+    entries = [Entry(name, path) for name, path in zip(unique_names(paths), paths)]
+    lock = threading.Lock()
+    with tempfile.TemporaryDirectory(prefix="grader-unpacked-") as unpacked:
+        pending, runs = [], []
+        for entry in entries:
+            if resume and out_dir is not None:
+                entry.report = _existing(out_dir / entry.name / REPORT)
+                if entry.report is not None:
+                    continue
+            tree, refused = _tree(entry, Path(unpacked))
+            if tree is None:
+                entry.report = ScoreReport.failed(refused[0], {"path": str(entry.source)})
+                _save(entry, out_dir)
+                continue
+            pending.append((entry, refused))
+            runs.append(replace(template, impl=tree, out_dir=out_dir / entry.name if out_dir else None))
+        by_run = {id(run): item for run, item in zip(runs, pending)}
+
+        def finished(run, report):
+            entry, refused = by_run[id(run)]
+            report.problems.extend(f"refused from the archive: {why}" for why in refused)
+            report.submission["path"] = str(entry.source)
+            with lock:
+                entry.report = report
+                _save(entry, out_dir)
+                if out_dir is not None:
+                    write_summary(out_dir, entries)
+                if on_done:
+                    on_done(entry)
+        runner.run_many(runs, jobs, on_done=finished, limit_s=limit_s)
+    if out_dir is not None:
+        write_summary(out_dir, entries)
+    return entries
+
+
+def _tree(entry: Entry, unpacked: Path) -> tuple[Path | None, list[str]]:
+    """The folder to grade, and what was refused on the way (with the reason when nothing is left)."""
+    if entry.source.is_dir():
+        return entry.source, []
+    try:
+        result = archives.unpack(entry.source, unpacked / entry.name)
+    except ValueError as exc:
+        return None, [str(exc)]
+    return result.root, result.refused
+
+
+def _existing(path: Path) -> ScoreReport | None:
+    try:
+        return read_report(path)
+    except ReportError:
+        return None
+
+
+def _save(entry: Entry, out_dir: Path | None) -> None:
+    """Write the entry's report now (atomically), so a killed batch keeps it; a failure to
+    write becomes a problem of that report, never a lost grade."""
+    if out_dir is None:
+        return
+    try:
+        write_report(entry.report, out_dir / entry.name / REPORT)
+    except OSError as exc:
+        entry.report.problems.append(f"the score report could not be written: {exc}")
+
+
+def write_summary(out_dir: Path, entries: list[Entry]) -> None:
+    """summary.csv: one row per submission, one column per task: the instructor's gradebook.
+    Submissions not graded yet have an empty row, so the file always lists the whole batch."""
+    reports = [e.report for e in entries if e.report is not None]
+    tasks = sorted({t.task for r in reports for t in r.tasks})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["submission", "path", *tasks, "points", "max_points", "percent", "complete", "problems"])
+    for entry in entries:
+        report = entry.report
+        if report is None:
+            writer.writerow([entry.name, str(entry.source), *[""] * len(tasks), "", "", "", "", "not graded yet"])
+            continue
+        total = report.total
+        writer.writerow([entry.name, str(entry.source), *[report.task(t).points if report.task(t) else "" for t in tasks],
+                         total.points, total.max_points, total.percent, report.complete, " | ".join(report.problems)])
+    write_text_atomically(out_dir / "summary.csv", buffer.getvalue())
