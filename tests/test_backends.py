@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from grader.core import sandbox
-from grader.core.loading import StudentImportError
-from grader.core.submission import (BACKENDS, BackendContext, BadReturnValue, CallTimeout, StudentError, Submission,
-                                    WorkerCrashed)
+from grader.core.loading import StudentImportError, load_module
+from grader.core.submission import (BACKENDS, BackendContext, BadReturnValue, CallTimeout, CourseFault, StudentError,
+                                    Submission, WorkerCrashed)
 from grader.core.worker_process import WorkerSpec
 
 KINDS = ["inprocess", "worker", "sandbox"]
@@ -187,3 +187,25 @@ def test_hard_exit_at_import_is_a_crash(tmp_path, kind):
     backend = make_backend(kind, path, tmp_path)
     with pytest.raises(WorkerCrashed, match="exit code 7"):
         backend.start(time.monotonic() + 20)
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_a_probe_that_cannot_load_beside_learner_code_is_a_course_fault(tmp_path, kind):
+    probe_file = tmp_path / "probes.py"
+    probe_file.write_text("import sys\n"
+                          "main = getattr(sys.modules['__main__'], '__spec__', None)\n"
+                          "if main is not None and main.name == 'grader.core.worker':\n"
+                          "    raise ImportError('needs something the worker lacks')\n"
+                          "def observe(module):\n    return 1\n")
+    probes = load_module(probe_file)
+    path = write_module(tmp_path, LEARNER)
+    if kind == "sandbox" and not sandbox.availability()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
+    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,), probe_files=(probe_file,))
+    backend = BACKENDS["worker"](path, BackendContext(tmp_path, tmp_path / "log", spec))
+    try:
+        with pytest.raises(CourseFault, match="needs something the worker lacks"):
+            Submission(backend, time.monotonic() + 20).probe(probes.observe)
+        assert call(backend, "double", 4) == 8          # the learner's worker is not blamed
+    finally:
+        backend.close()

@@ -6,6 +6,8 @@ packed arguments; the answer is a reply header plus blobs, exactly what would cr
     {"ok": true, "value": <packed result>}                   + result blobs
     {"ok": false, "stage": "call" | "result", "error": {...}}  (the learner's code raised, or
                                                                returned something that is not data)
+    {"ok": false, "stage": "probe", "error": {...}}           (the course's probe file did not load:
+                                                               a fault of the course, not the learner)
 
 This module runs on the worker's side of the sandbox: it imports nothing but `wire` and `loading`.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.loading import describe, load_module, missing_function, plain_error
+from grader.core.loading import StudentImportError, describe, load_module, missing_function, plain_error
 
 
 def is_test_timeout(exc: BaseException) -> bool:
@@ -26,7 +28,10 @@ def answer(module, module_path: Path, header: dict, blobs: list[bytes]) -> tuple
     target = header["target"]
     args, kwargs = wire.unpack(header["arguments"], blobs)
     if "probe" in target:
-        function, args = getattr(load_module(Path(target["file"])), target["probe"]), (module, *args)
+        try:
+            function, args = getattr(load_module(Path(target["file"])), target["probe"]), (module, *args)
+        except (StudentImportError, AttributeError) as exc:
+            return {"ok": False, "stage": "probe", "error": plain_error(Path(target["file"]), "ProbeError", str(exc))}, []
     else:
         function = getattr(module, target["function"], None)
         if not callable(function):

@@ -23,7 +23,7 @@ from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResul
 from grader.core import intake, sandbox
 from grader.core.intake import read_module
 from grader.core.loading import StudentImportError
-from grader.core.submission import BACKENDS, BackendContext, Submission
+from grader.core.submission import BACKENDS, BackendContext, CourseFault, Submission
 from grader.core.worker_process import WorkerSpec
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
 
@@ -119,6 +119,8 @@ class GradingSession:
             result = self.results[item.nodeid] = _new_result(item, task)
         result.duration_s = round(result.duration_s + report.duration, 3)
         outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden")
+        if excinfo is not None and isinstance(excinfo.value, CourseFault):
+            self.problems.append(f"{item.nodeid}: {excinfo.value}")
         if outcome is not None and result.status == "passed":
             status, feedback, graded = outcome
             result.status, result.graded = status, graded

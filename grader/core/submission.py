@@ -50,6 +50,12 @@ class BadReturnValue(StudentError):
         self.args = (f"{function}() returned a value that is not data: {info['message']}",)
 
 
+class CourseFault(SubmissionFailure):
+    """Something of the course's own failed beside learner code (a probe file that does not load
+    in the worker): the grading is incomplete, the learner is not to blame."""
+    status = "error"
+
+
 class CallTimeout(SubmissionFailure):
     status = "timeout"
 
@@ -228,6 +234,8 @@ def call(backend, target: dict, arguments: tuple, deadline: float):
     if not _is_error_info(error):
         backend.discard_worker()
         raise WorkerCrashed(f"the process running {name}() sent a malformed reply")
+    if reply.get("stage") == "probe":
+        raise CourseFault(f"the course's probe {name} could not run beside the learner's code: {error['message']}")
     error_class = BadReturnValue if reply.get("stage") == "result" else StudentError
     raise error_class(name, error)
 
