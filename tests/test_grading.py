@@ -8,6 +8,8 @@ import pytest
 from grader.running import runner
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, task_named
 
+pytestmark = pytest.mark.timeout(900)     # the module's gradings run once, in the first test's setup
+
 ATTENTION = task_named("01")
 OTHERS = [t for t in all_tasks() if t != ATTENTION]
 

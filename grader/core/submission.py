@@ -22,7 +22,7 @@ from grader.core.dispatch import answer
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.loading import StudentImportError, format_error, load_module
 from grader.tasks import COURSE_ROOT
-from grader.core.worker_process import WorkerOutput, WorkerProcess, WorkerSpec
+from grader.core.worker_process import Worker, WorkerHost, WorkerOutput, WorkerSpec
 
 STARTUP_LIMIT_S = 60.0
 
@@ -110,8 +110,9 @@ class InProcessBackend:
 
 
 class WorkerBackend:
-    """Runs the learner's module in a worker process (official grading), sandboxed when the
-    context's spec says so."""
+    """Runs the learner's module in worker processes (official grading), sandboxed when the
+    context's spec says so: forked from a zygote (`WorkerHost`) that is started once per task,
+    and again only if a learner's code brought it down."""
 
     kind = "worker"
 
@@ -119,14 +120,15 @@ class WorkerBackend:
         self.module_path = Path(module_path)
         self.context = context
         self.output = WorkerOutput(context.log_path)
-        self._worker: WorkerProcess | None = None
-        self._launched: WorkerProcess | None = None     # started, not yet known to be ready
+        self._host: WorkerHost | None = None
+        self._worker: Worker | None = None
+        self._launched: Worker | None = None     # asked for, not yet known to be ready
         self._module_bytes: bytes | None = None
         self._import_error: str | None = None
         self.startup_seconds: list[float] = []
 
     def launch(self) -> None:
-        """Start a worker without waiting for it, so its imports overlap what the tests do next."""
+        """Ask for a worker without waiting for it, so its start overlaps what the tests do next."""
         if self._worker is not None or self._launched is not None or self._import_error:
             return
         if self._module_bytes is None:
@@ -135,8 +137,13 @@ class WorkerBackend:
             except StudentImportError as exc:
                 self._import_error = str(exc)
                 return
-        self._launched = WorkerProcess(self.module_path, self._module_bytes, self.context.spec, self.output,
-                                       git_dir=self._submission_git_dir())
+        if self._host is not None and not self._host.alive():
+            self._host.close()
+            self._host = None
+        if self._host is None:
+            self._host = WorkerHost(self.module_path, self._module_bytes, self.context.spec, self.output,
+                                    git_dir=self._submission_git_dir())
+        self._launched = self._host.spawn()
 
     def _submission_git_dir(self) -> Path | None:
         """The submission's own repository, which a sandboxed worker may see (never the course's)."""
@@ -206,13 +213,12 @@ class WorkerBackend:
         return how
 
     def close(self) -> None:
-        """End the worker at once: it holds nothing worth a graceful exit, and a Python
+        """End everything at once: workers hold nothing worth a graceful exit, and a Python
         process with torch loaded takes a while to tear itself down."""
-        if self._launched is not None:
-            self._launched.kill()
-            self._launched = None
-        if self._worker is not None:
-            self._stop(wait_s=0)
+        self._launched = self._worker = None
+        if self._host is not None:
+            self._host.close()
+            self._host = None
 
 
 BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}

@@ -251,6 +251,16 @@ class Channel:
         self.read_fd = read_fd
         self.write_fd = write_fd
 
+    def close(self) -> None:
+        """Close both ends once (a second close could hit a reused descriptor number)."""
+        for fd in (self.read_fd, self.write_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.read_fd = self.write_fd = -1
+
     def send(self, header: dict, blobs: list[bytes] = ()) -> None:
         meta = json.dumps({"h": header, "blobs": [len(b) for b in blobs]}, allow_nan=False).encode()
         self._write(_LENGTH.pack(len(meta)) + meta)

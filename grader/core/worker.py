@@ -1,21 +1,37 @@
-"""The worker's own side: a process that imports one learner module and answers calls.
+"""The worker's own side: processes that import one learner module and answer calls.
 
-It is started by `grader.core.worker_process` (the trusted side), usually inside the sandbox,
-and it is the only part of the grader that learner code shares a process with: it imports
-nothing but `dispatch`, `wire` and `loading`. Before the learner's module is imported, it caps
-its own resources (rlimits given by the trusted side); with no capabilities it cannot raise them
-again.
+`python -m grader.core.worker` starts a *zygote*, usually inside the sandbox, started by
+`grader.core.worker_process` (the trusted side). The zygote caps its own resources (rlimits
+given by the trusted side; with no capabilities it cannot raise them again), imports the heavy
+libraries the learner's module and the probes use (a fixed allow-list, never learner code), and
+then waits on a control socket. For each request it forks a worker: the child receives its own
+channel (two pipe ends passed over the socket), imports the learner's module and serves calls
+until the channel closes or it is killed. A worker that crashed or hung is replaced by another
+fork in milliseconds instead of a fresh interpreter importing torch again.
+
+This is the only part of the grader that learner code shares a process with: it imports
+nothing but `dispatch`, `wire` and `loading`. The zygote never runs learner code; a worker may
+harm the zygote (they share a uid), which costs only that learner's own later workers: the
+trusted side then starts a new sandbox.
 """
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import resource
+import select
+import signal
+import socket
 import sys
 from pathlib import Path
 
 from grader.core import wire
 from grader.core.dispatch import answer
 from grader.core.loading import StudentImportError, load_module
+
+PRELOADABLE = ("numpy", "torch", "transformers", "peft", "trl", "datasets", "safetensors", "matplotlib",
+               "pandas", "accelerate")
 
 
 def apply_rlimits(limits: dict[str, int]) -> None:
@@ -38,10 +54,70 @@ def serve(module_path: Path, channel: wire.Channel) -> None:
         channel.send(*answer(module, module_path, header, blobs))
 
 
+def zygote(module_path: Path, control: socket.socket, preload: list[str]) -> None:
+    for name in preload:
+        if name in PRELOADABLE:
+            try:
+                importlib.import_module(name)
+            except Exception:       # a broken library surfaces when the learner's module imports it
+                pass
+    while True:
+        _report_exits(control)
+        try:
+            ready, _, _ = select.select([control], [], [], 0.05)
+            if not ready:
+                continue
+            message, fds, _, _ = socket.recv_fds(control, 4096, 2)
+        except OSError:
+            return
+        if not message:
+            return
+        request = json.loads(message)
+        if request.get("op") == "kill":
+            _kill(request.get("pid"))
+        elif request.get("op") == "fork" and len(fds) == 2:
+            _fork(module_path, control, fds)
+
+
+def _fork(module_path: Path, control: socket.socket, fds: list[int]) -> None:
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        try:
+            serve(module_path, wire.Channel(*fds))
+        finally:
+            os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    control.send(json.dumps({"pid": pid}).encode())
+
+
+def _report_exits(control: socket.socket) -> None:
+    """Reap finished workers and tell the trusted side how each ended."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        control.send(json.dumps({"exited": pid, "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                                 "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None}).encode())
+
+
+def _kill(pid) -> None:
+    if isinstance(pid, int) and pid > 1:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def main(argv: list[str]) -> None:
-    module_path, read_fd, write_fd, rlimits = Path(argv[0]), int(argv[1]), int(argv[2]), json.loads(argv[3])
+    module_path, control_fd = Path(argv[0]), int(argv[1])
+    rlimits, preload = json.loads(argv[2]), json.loads(argv[3])
     apply_rlimits(rlimits)
-    serve(module_path, wire.Channel(read_fd, write_fd))
+    zygote(module_path, socket.socket(fileno=control_fd), preload)
 
 
 if __name__ == "__main__":

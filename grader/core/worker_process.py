@@ -1,18 +1,25 @@
-"""The trusted side's handle on one worker process: launching it (sandboxed or not), the channel
-to it, a bounded record of what it prints, and making sure nothing of it survives.
+"""The trusted side's handle on a task's workers: launching their zygote (sandboxed or not),
+forking workers from it, the channel to each, a bounded record of what they print, and making
+sure nothing of them survives.
 
-`WorkerProcess` is the single place a worker is launched. Its output (stdout and stderr) comes
-through a pipe that a thread drains continuously, keeping only a bounded tail in memory and a
-bounded log on disk, so that printing can neither block the worker nor fill the grader's memory
-or disk.
+`WorkerHost` is the single place a worker process is launched (see `grader.core.worker` for the
+zygote it runs). Output (stdout and stderr) comes through a pipe that a thread drains
+continuously, keeping only a bounded tail in memory and a bounded log on disk, so that printing
+can neither block a worker nor fill the grader's memory or disk.
+
+Nothing the zygote says is trusted: a worker's pid is used only to ask the zygote to kill it, and
+the proof that it died is its channel closing. When that proof does not come, the whole host
+(jail, cgroup, every process in it) is killed instead.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -116,44 +123,14 @@ class WorkerOutput:
             self._logged += len(piece)
 
 
-class WorkerProcess:
-    """One running worker serving the learner's module. Sandboxed, it imports a copy of the bytes
-    the caller checked (and sees the submission's own `.git`, when it has one, read-only);
-    unsandboxed, it imports the file where it lies."""
+class Worker:
+    """One forked worker: its channel, and what the zygote said of it (pid, how it ended)."""
 
-    def __init__(self, module_path: Path, module_bytes: bytes, spec: WorkerSpec, output: WorkerOutput,
-                 git_dir: Path | None = None):
-        self.spec = spec
-        to_child_r, to_child_w = os.pipe()
-        to_parent_r, to_parent_w = os.pipe()
-        out_r, out_w = os.pipe()
-        self.jail: Jail | None = None
-        if spec.sandboxed:
-            self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
-                             writable_dirs=list(spec.writable_dirs), limits=spec.limits, git_dir=git_dir)
-            self.cgroup = self.jail.cgroup
-            argv = self._argv(self.jail.module_path, to_child_r, to_parent_w, self.jail.rlimits)
-            command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
-        else:
-            self.cgroup = Cgroup(f"worker-{os.getpid()}-{id(self)}", spec.limits)
-            rlimits = spec.limits.rlimits(with_address_space=not self.cgroup.paths)
-            command = self.cgroup.wrap(self._argv(Path(module_path), to_child_r, to_parent_w, rlimits))
-            self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
-            cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
-        try:
-            self.process = subprocess.Popen(command, pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL,
-                                            stdout=out_w, stderr=out_w, cwd=cwd, env=env, start_new_session=True)
-        finally:
-            for fd in (to_child_r, to_parent_w, out_w):
-                os.close(fd)
-        output.attach(out_r)
-        self.channel = wire.Channel(to_parent_r, to_child_w)
+    def __init__(self, host: "WorkerHost", channel: wire.Channel):
+        self.host, self.channel = host, channel
         self.started = time.monotonic()
-
-    @staticmethod
-    def _argv(module_path: Path, read_fd: int, write_fd: int, rlimits: dict) -> list[str]:
-        return [sys.executable, "-m", "grader.core.worker", str(module_path), str(read_fd), str(write_fd),
-                json.dumps(rlimits)]
+        self.pid: int | None = None
+        self.exit: dict | None = None
 
     def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
         self.channel.send(header, blobs)
@@ -164,23 +141,135 @@ class WorkerProcess:
 
     def exit_description(self, wait_s: float = 1.0) -> str:
         """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""
-        try:
-            code = self.process.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            return "it stopped answering"
-        if self.cgroup.memory_exceeded():
-            return f"it went over its memory limit of {self.spec.limits.memory_mb} MB"
-        if code < 0:
-            return f"killed by signal {signal.Signals(-code).name}"
-        if code > 128 and self.jail is not None:       # bwrap reports its child's signal as 128 + n
+        if self.host.memory_exceeded():
+            return f"it went over its memory limit of {self.host.spec.limits.memory_mb} MB"
+        self.host.read_messages(until=lambda: self.exit is not None, wait_s=wait_s)
+        if self.exit is None:
+            return "it stopped answering" if self.host.alive() else f"its sandbox ended ({self.host.exit_description()})"
+        if self.exit.get("signal"):
             try:
-                return f"killed by signal {signal.Signals(code - 128).name}"
+                return f"killed by signal {signal.Signals(self.exit['signal']).name}"
             except ValueError:
-                pass
-        return f"exit code {code}"
+                return f"killed by signal {self.exit['signal']}"
+        return f"exit code {self.exit.get('code')}"
 
     def kill(self) -> None:
-        """End the worker and everything it started, at once."""
+        self.host.end(self)
+
+
+class WorkerHost:
+    """A task's zygote, in its own jail (or none), forking workers for the learner's module."""
+
+    def __init__(self, module_path: Path, module_bytes: bytes, spec: WorkerSpec, output: WorkerOutput,
+                 git_dir: Path | None = None):
+        self.spec = spec
+        self._workers: list[Worker] = []
+        self._awaiting_pid: list[Worker] = []
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out_r, out_w = os.pipe()
+        self.jail: Jail | None = None
+        preload = sorted(_imported_libraries(module_bytes, spec.probe_files))
+        if spec.sandboxed:
+            self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
+                             writable_dirs=list(spec.writable_dirs), limits=spec.limits, git_dir=git_dir)
+            self.cgroup = self.jail.cgroup
+            argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload)
+            command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
+        else:
+            self.cgroup = Cgroup(f"worker-{os.getpid()}-{id(self)}", spec.limits)
+            rlimits = spec.limits.rlimits(with_address_space=not self.cgroup.paths)
+            command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload))
+            self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
+            cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
+        try:
+            self.process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                            stdout=out_w, stderr=out_w, cwd=cwd, env=env, start_new_session=True)
+        finally:
+            theirs.close()
+            os.close(out_w)
+        output.attach(out_r)
+        self.control = ours
+        self.started = time.monotonic()
+
+    def spawn(self) -> Worker:
+        """Ask the zygote for a new worker; its first message ("ready" or an import error) comes
+        on its channel once the zygote has forked it."""
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        worker = Worker(self, wire.Channel(to_parent_r, to_child_w))
+        try:
+            socket.send_fds(self.control, [json.dumps({"op": "fork"}).encode()], [to_child_r, to_parent_w])
+        except OSError:
+            pass                 # the zygote is gone: the worker's channel reports it as closed
+        finally:
+            os.close(to_child_r)
+            os.close(to_parent_w)
+        self._workers.append(worker)
+        self._awaiting_pid.append(worker)
+        return worker
+
+    def end(self, worker: Worker) -> None:
+        """Kill one worker. The proof of its death is its channel closing; without that proof
+        within a second, the whole host is killed."""
+        self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=1.0)
+        if worker.pid is not None and self.alive():
+            try:
+                self.control.send(json.dumps({"op": "kill", "pid": worker.pid}).encode())
+            except OSError:
+                pass
+        if not _closes_within(worker.channel.read_fd, 1.0):
+            self.close()
+        worker.channel.close()
+        if worker in self._workers:
+            self._workers.remove(worker)
+
+    def read_messages(self, until, wait_s: float) -> None:
+        """Read what the zygote says (pids of new workers, how workers ended) until `until()`
+        holds or `wait_s` has passed."""
+        deadline = time.monotonic() + wait_s
+        while not until():
+            remaining = deadline - time.monotonic()
+            try:
+                ready, _, _ = select.select([self.control], [], [], max(remaining, 0))
+                message = self.control.recv(4096) if ready else None
+            except (OSError, ValueError):
+                return
+            if message is None:
+                return
+            if not message:
+                return
+            self._note(message)
+
+    def _note(self, message: bytes) -> None:
+        try:
+            news = json.loads(message)
+        except ValueError:
+            return
+        if not isinstance(news, dict):
+            return
+        if isinstance(news.get("pid"), int) and self._awaiting_pid:
+            self._awaiting_pid.pop(0).pid = news["pid"]
+        elif "exited" in news:
+            for worker in self._workers:
+                if worker.pid == news["exited"]:
+                    worker.exit = news
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def memory_exceeded(self) -> bool:
+        return self.cgroup.memory_exceeded()
+
+    def exit_description(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            return f"killed by signal {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
+    def close(self) -> None:
+        """End the zygote, every worker and everything they started, at once."""
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -192,9 +281,51 @@ class WorkerProcess:
         else:
             self.cgroup.kill_all()
             shutil.rmtree(self._workdir, ignore_errors=True)
-        for fd in (self.channel.read_fd, self.channel.write_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for worker in self._workers:
+            worker.channel.close()
+        self._workers.clear()
+        self.control.close()
+
+
+def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str]) -> list[str]:
+    return [sys.executable, "-m", "grader.core.worker", str(module_path), str(control_fd), json.dumps(rlimits),
+            json.dumps(preload)]
+
+
+def _imported_libraries(module_bytes: bytes, probe_files) -> set[str]:
+    """The top-level packages the learner's module and the probes import, which the zygote
+    imports ahead (it keeps only those on its allow-list)."""
+    names = set()
+    sources = [module_bytes, *(Path(p).read_bytes() for p in probe_files)]
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def _closes_within(fd: int, seconds: float) -> bool:
+    """True once every writer of the pipe `fd` is gone (reads give EOF), within `seconds`."""
+    if fd < 0:
+        return True
+    deadline = time.monotonic() + seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            ready, _, _ = select.select([fd], [], [], max(remaining, 0))
+        except (OSError, ValueError):
+            return True
+        if not ready:
+            return False
+        try:
+            if not os.read(fd, 1 << 16):
+                return True
+        except OSError:
+            return True
 
