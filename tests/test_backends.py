@@ -36,6 +36,9 @@ def todo():
 def returns_object():
     return {"ok": object()}
 
+def huge():
+    return np.zeros((64 << 20) // 8 + 1)
+
 def chatty():
     print("hello from the learner")
     return 1
@@ -112,6 +115,12 @@ def test_not_implemented_is_recognised(backend):
 def test_non_data_results_are_refused(backend):
     with pytest.raises(BadReturnValue, match=r"returned a value that is not data: value\['ok'\]"):
         call(backend, "returns_object")
+
+
+def test_results_over_the_size_limit_are_refused_before_they_cross(backend):
+    with pytest.raises(BadReturnValue, match="over the size limit"):
+        call(backend, "huge")
+    assert call(backend, "double", 3) == 6
 
 
 def test_missing_function_is_a_learner_error(backend):

@@ -46,6 +46,7 @@ def answer(module, module_path: Path, header: dict, blobs: list[bytes]) -> tuple
         return {"ok": False, "stage": "call", "error": describe(exc, module_path)}, []
     try:
         value, result_blobs = wire.pack(result)
+        wire.encode({"ok": True, "value": value}, result_blobs)      # within the size limits?
     except wire.WireError as exc:
         return {"ok": False, "stage": "result", "error": plain_error(module_path, "WireError", str(exc))}, []
     return {"ok": True, "value": value}, result_blobs

@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-MAX_BLOB_BYTES = 1 << 30        # one array or tensor
-MAX_MESSAGE_BYTES = 2 << 30     # everything in one message
-MAX_HEADER_BYTES = 64 << 20     # the JSON part
+MAX_BLOB_BYTES = 64 << 20       # one array or tensor: real results are kilobytes to a few MiB
+MAX_MESSAGE_BYTES = 64 << 20    # everything in one message
+MAX_HEADER_BYTES = 16 << 20     # the JSON part
 _NUMERIC_KINDS = "biufc"        # bool, signed, unsigned, float, complex
 _LENGTH = struct.Struct(">Q")
 
@@ -244,6 +244,17 @@ def _unpack_tensor(obj, blobs):
 
 # ---------------------------------------------------------------- messages over a pair of pipes
 
+def encode(header: dict, blobs: list[bytes]) -> list[bytes]:
+    """One message as the bytes to write. A message over the limits is refused here (WireError),
+    before anything is written, so the receiving side never has to."""
+    meta = json.dumps({"h": header, "blobs": [len(b) for b in blobs]}, allow_nan=False).encode()
+    if len(meta) > MAX_HEADER_BYTES or any(len(b) > MAX_BLOB_BYTES for b in blobs) \
+            or sum(map(len, blobs)) > MAX_MESSAGE_BYTES:
+        raise WireError(f"the message is over the size limit ({MAX_MESSAGE_BYTES >> 20} MiB of arrays, "
+                        f"{MAX_HEADER_BYTES >> 20} MiB of the rest)")
+    return [_LENGTH.pack(len(meta)) + meta, *blobs]
+
+
 class Channel:
     """Length-prefixed messages over two file descriptors: a JSON header, then the blobs."""
 
@@ -262,10 +273,8 @@ class Channel:
         self.read_fd = self.write_fd = -1
 
     def send(self, header: dict, blobs: list[bytes] = ()) -> None:
-        meta = json.dumps({"h": header, "blobs": [len(b) for b in blobs]}, allow_nan=False).encode()
-        self._write(_LENGTH.pack(len(meta)) + meta)
-        for blob in blobs:
-            self._write(blob)
+        for part in encode(header, blobs):
+            self._write(part)
 
     def receive(self, deadline: float | None = None) -> tuple[dict, list[bytes]]:
         (size,) = _LENGTH.unpack(self._read(_LENGTH.size, deadline))
