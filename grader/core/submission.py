@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.loading import (StudentImportError, describe, format_error, load_module, missing_function,
-                            plain_error)
+from grader.core.loading import (StudentImportError, describe, format_error, learner_traceback, load_module,
+                                 missing_function, plain_error)
 from grader.core.worker import WorkerProcess
 
 STARTUP_LIMIT_S = 60.0
@@ -70,10 +70,12 @@ class InProcessBackend:
         pass                   # importing in this process cannot overlap anything
 
     def start(self, deadline: float) -> None:
+        __tracebackhide__ = True
         if self._module is None:
             self._module = load_module(self.module_path)
 
     def call(self, target: dict, arguments: tuple, deadline: float):
+        __tracebackhide__ = True    # a failure shows the test's line and the learner's, not this dispatch
         self.start(deadline)
         args, kwargs = wire.roundtrip(arguments)
         if "probe" in target:
@@ -89,7 +91,8 @@ class InProcessBackend:
         except BaseException as exc:  # skips, exits and xfails raised by learner code count as errors
             if is_test_timeout(exc):
                 raise
-            raise StudentError(_name(target), describe(exc, self.module_path)) from None
+            error = StudentError(_name(target), describe(exc, self.module_path))
+            raise error.with_traceback(learner_traceback(exc.__traceback__, self.module_path)) from None
         try:
             return wire.roundtrip(result)
         except wire.WireError as exc:
@@ -125,6 +128,7 @@ class WorkerBackend:
             self._launched = WorkerProcess(self.module_path, self.log_path)
 
     def start(self, deadline: float) -> None:
+        __tracebackhide__ = True
         if self._import_error:
             raise StudentImportError(self._import_error)
         if self._worker is not None:
@@ -151,6 +155,7 @@ class WorkerBackend:
         self._worker = worker
 
     def call(self, target: dict, arguments: tuple, deadline: float):
+        __tracebackhide__ = True    # the learner's frames are in the message: they ran in the worker
         self.start(deadline)
         packed, blobs = wire.pack(arguments)
         header = {"op": "call", "target": {k: v for k, v in target.items() if k != "callable"},
@@ -207,12 +212,15 @@ class Submission:
     def __init__(self, backend, deadline: float):
         self._backend = backend
         self._deadline = deadline
+        self.last_called: str | None = None     # where a wrong result points in the learner's file
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
 
         def call(*args, **kwargs):
+            __tracebackhide__ = True
+            self.last_called = name
             return self._backend.call({"function": name}, (args, kwargs), self._deadline)
         call.__name__ = name
         return call
@@ -220,6 +228,7 @@ class Submission:
     def probe(self, probe, /, *args, **kwargs):
         """Run the trusted function `probe(module, *args, **kwargs)` beside the learner's code.
         It must be a top-level function of a course file; it returns data."""
+        __tracebackhide__ = True
         target = {"probe": probe.__name__, "file": probe.__code__.co_filename, "callable": probe}
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")
