@@ -1,8 +1,9 @@
-"""`grader`: check your work, grade submissions, audit the suites.
+"""`grader`: check your work, grade submissions, audit the suites, hand the course out.
 
-Exit status (all commands): 0 success; 1 check: a visible test failed / grade: a score under
---fail-under / audit: a suite failed its audit; 2 bad usage; 3 a grading was incomplete
-(collection problem, crash of the grading process): its report says why.
+Exit status (all commands): 0 success; 1 check: a visible test failed, or the score is under
+--fail-under / grade: a score under --fail-under / audit: a suite failed its audit; 2 bad
+usage; 3 a grading was incomplete (collection problem, crash of the grading process): its
+report says why.
 """
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from pathlib import Path
 from rich.console import Console
 
 from grader.core import sandbox
-from grader.running import audit as audit_mod
+from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
+from grader.reports.render import batch_table, print_report
+from grader.reports.report import ScoreReport, write_report, write_text_atomically
 from grader.running import batch
 from grader.running import runner
-from grader.reports.render import audit_table, batch_table, print_report
-from grader.reports.report import write_report
-from grader.tasks import EXERCISES, all_tasks, task_named
+from grader.tasks import EXERCISES, HIDDEN, all_tasks, task_named
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
 
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE
     console = Console(highlight=False)
     try:
-        tasks = [task_named(name) for name in args.tasks] if args.tasks else list(all_tasks())
+        names = getattr(args, "tasks", None)
+        tasks = [task_named(name) for name in names] if names else list(all_tasks())
     except KeyError as exc:
         console.print(f"[red]{exc.args[0]}[/]")
         return USAGE
@@ -46,7 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="run the visible tests on your exercises/ (or --impl DIR)")
     check.add_argument("tasks", nargs="*", metavar="TASK", help="task names or numbers (default: all)")
     check.add_argument("--impl", type=Path, default=EXERCISES, help="tree to check (default: exercises/)")
-    check.add_argument("--json", type=Path, metavar="OUT", help="also write the score report here")
+    check.add_argument("--format", choices=("text", "github"), default="text",
+                       help="github: also annotations on your lines, the job summary and step outputs "
+                            "(GitHub Actions)")
+    check.add_argument("--fail-under", type=float, metavar="PERCENT",
+                       help="exit 1 only if the score is below this (default: if any test failed)")
+    _report_outputs(check)
     check.set_defaults(command=_check)
 
     grade = commands.add_parser("grade", help="grade submissions on the visible and hidden suites")
@@ -54,10 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="submissions: folders (NN_name/<module>.py, a fork clone, or a flat upload) "
                             "or zip files of one")
     grade.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
-    grade.add_argument("--json", type=Path, metavar="OUT", help="score report path (one submission)")
     grade.add_argument("--out-dir", type=Path, metavar="DIR",
-                       help="keep reports and logs here, one folder per submission, plus summary.csv "
-                            "(default for several submissions: ./grading)")
+                       help="keep reports and logs here, one folder per submission, plus the class summary "
+                            "(summary.csv, concepts.csv, class.html; default for several submissions: ./grading)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
     grade.add_argument("--seed", type=int, default=0, help="seed for the suites' random inputs (default 0)")
     grade.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this")
@@ -68,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep the reports --out-dir already holds and grade only the missing ones")
     grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
                        help=f"wall-time limit of one submission's grading (default {runner.RUN_LIMIT_S:g})")
+    _report_outputs(grade, one_submission=True)
+    grade.add_argument("--gradescope", type=Path, metavar="OUT", help="Gradescope's results.json (one submission)")
+    grade.add_argument("--gradescope-hidden-visibility", choices=VISIBILITIES, default=DEFAULT_HIDDEN_VISIBILITY,
+                       help="when learners see the hidden suites' results on Gradescope (default after_published)")
+    grade.add_argument("--prairielearn", type=Path, metavar="OUT",
+                       help="PrairieLearn's external-grader results.json (one submission)")
     grade.set_defaults(command=_grade)
 
     audit = commands.add_parser("audit", help="grade the reference, stub, mutants and alternatives")
@@ -78,16 +90,50 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the variants run: the course's own code needs no isolation, so "
                             "in-process by default (faster); `worker` audits through the official path")
     audit.set_defaults(command=_audit)
+
+    summary = commands.add_parser("summary", help="the class summary of a folder of score reports")
+    summary.add_argument("folder", type=Path, metavar="DIR",
+                         help="a batch's folder: DIR/<submission>/score_report.json (as grade --out-dir writes)")
+    summary.set_defaults(command=_summary)
+
+    release = commands.add_parser("release", help="write the student repository (no hidden suite, no reference)")
+    release.add_argument("out", type=Path, metavar="OUT_DIR", help="a new or empty folder")
+    release.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="release only these tasks")
+    release.add_argument("--lang", choices=("en", "zh-CN"), default="en",
+                         help="the language of README.md, the course's and each exercise's (default en)")
+    release.add_argument("--classroom", action="store_true",
+                         help="add the GitHub Classroom autograding workflow (visible tests, practice feedback)")
+    release.set_defaults(command=_release)
+
+    gradescope = commands.add_parser("gradescope", help="write the Gradescope autograder zip")
+    gradescope.add_argument("out", type=Path, metavar="OUT.zip")
+    gradescope.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
+    gradescope.add_argument("--hidden-visibility", choices=VISIBILITIES, default=DEFAULT_HIDDEN_VISIBILITY,
+                            help="when learners see the hidden suites' results (default after_published)")
+    gradescope.add_argument("--wheels", type=Path, metavar="DIR",
+                            help="bundle these wheels, so that setup.sh installs offline")
+    gradescope.set_defaults(command=_gradescope)
     return parser
+
+
+def _report_outputs(command, one_submission: bool = False) -> None:
+    scope = " (one submission)" if one_submission else ""
+    command.add_argument("--json", type=Path, metavar="OUT", help=f"also write the score report here{scope}")
+    command.add_argument("--html", type=Path, metavar="OUT", help=f"a self-contained HTML report{scope}")
+    command.add_argument("--junit-xml", type=Path, metavar="OUT", help=f"JUnit XML{scope}")
 
 
 def _check(args, tasks, console) -> int:
     report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False), stream=True)
     print_report(report, console, first_hint_only=True)
-    if args.json:
-        write_report(report, args.json)
+    _write_outputs(report, args)
+    if args.format == "github":
+        from grader.reports import github
+        github.publish(report)
     if not report.complete:
         return INCOMPLETE
+    if args.fail_under is not None:
+        return FAILED if report.total.percent < args.fail_under else OK
     return FAILED if any(t.lost for t in report.tests()) else OK
 
 
@@ -96,8 +142,9 @@ def _grade(args, tasks, console) -> int:
     if missing:
         console.print(f"[red]not a folder or a zip file: {', '.join(map(str, missing))}[/]")
         return USAGE
-    if len(args.paths) > 1 and args.json:
-        console.print("[red]--json takes one submission; with several, use --out-dir[/]")
+    single = [flag for flag in ("json", "html", "junit_xml", "gradescope", "prairielearn") if getattr(args, flag)]
+    if len(args.paths) > 1 and single:
+        console.print(f"[red]--{single[0].replace('_', '-')} takes one submission; with several, use --out-dir[/]")
         return USAGE
     if args.resume and not args.out_dir:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
@@ -112,18 +159,22 @@ def _grade(args, tasks, console) -> int:
 
         def progress(entry):
             done.append(entry)
-            status.update(f"graded {len(done)} of {len(args.paths)} (last: {entry.source})")
+            status.update(f"graded {len(done)} of {len(args.paths)} (last: {entry.path})")
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
                               limit_s=args.submission_timeout, on_done=progress)
     reports = [e.report for e in entries]
     if len(reports) == 1:
         print_report(reports[0], console)
-        if args.json:
-            write_report(reports[0], args.json)
+        _write_outputs(reports[0], args)
     else:
         console.print(batch_table([e.name for e in entries], reports))
     if out_dir:
-        console.print(f"reports and logs: {out_dir}/")
+        from grader.reports.html import report_html
+        from grader.reports.summary import write_class_summary
+        for entry in entries:
+            write_text_atomically(out_dir / entry.name / "report.html", report_html(entry.report))
+        write_class_summary(out_dir, entries)
+        console.print(f"reports, logs and the class summary (summary.csv, concepts.csv, class.html): {out_dir}/")
     if any(not r.complete for r in reports):
         return INCOMPLETE
     if args.fail_under is not None and any(r.total.percent < args.fail_under for r in reports):
@@ -131,7 +182,31 @@ def _grade(args, tasks, console) -> int:
     return OK
 
 
+def _write_outputs(report: ScoreReport, args) -> None:
+    """Every format asked for, each rendered from the one score report."""
+    if args.json:
+        write_report(report, args.json)
+    if args.html:
+        from grader.reports.html import report_html
+        write_text_atomically(args.html, report_html(report))
+    if args.junit_xml:
+        from grader.reports.junit import junit_xml
+        write_text_atomically(args.junit_xml, junit_xml(report))
+    if getattr(args, "gradescope", None):
+        from grader.reports.gradescope import gradescope_results
+        results = gradescope_results(report, args.gradescope_hidden_visibility)
+        write_text_atomically(args.gradescope, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    if getattr(args, "prairielearn", None):
+        from grader.reports.prairielearn import prairielearn_results
+        write_text_atomically(args.prairielearn, json.dumps(prairielearn_results(report), indent=2) + "\n")
+
+
 def _audit(args, tasks, console) -> int:
+    if not HIDDEN.is_dir():
+        console.print("[red]this copy of the course has no hidden suites to audit (a student release?)[/]")
+        return USAGE
+    from grader.reports.render import audit_table
+    from grader.running import audit as audit_mod
     with console.status("auditing: grading reference, stub, mutants and alternatives"):
         audits = audit_mod.audit(tasks, jobs=args.jobs, backend=args.backend)
     for task_audit in audits:
@@ -140,6 +215,65 @@ def _audit(args, tasks, console) -> int:
         args.json.write_text(json.dumps([a.to_json() for a in audits], indent=2) + "\n", encoding="utf-8")
     return OK if all(a.ok for a in audits) else FAILED
 
+
+def _summary(args, tasks, console) -> int:
+    from grader.reports.summary import load_entries, write_class_summary
+    entries = load_entries(args.folder) if args.folder.is_dir() else []
+    if not entries:
+        console.print(f"[red]no score reports in {args.folder} (expected DIR/<submission>/score_report.json)[/]")
+        return USAGE
+    for path in write_class_summary(args.folder, entries):
+        console.print(f"wrote {path}")
+    unreadable = [e for e in entries if e.report is None]
+    for entry in unreadable:
+        console.print(f"[red]{entry.name}: {entry.status}[/]")
+    return INCOMPLETE if unreadable or any(not e.report.complete for e in entries if e.report) else OK
+
+
+def _release(args, tasks, console) -> int:
+    delivery = _delivery("release")
+    if delivery is None:
+        console.print("[red]`grader release` needs the full course: a student release does not carry it[/]")
+        return USAGE
+    try:
+        with console.status("writing the release"):
+            made = delivery.build_release(args.out, tasks, lang=args.lang, classroom=args.classroom)
+    except delivery.ReleaseError as exc:
+        console.print(f"[red]{exc}[/]")
+        return USAGE
+    console.print(f"release written to {made.root}: {', '.join(t.name for t in made.tasks)}; "
+                  f"data: {', '.join(made.datasets) or 'none'}; {made.files} files, {_size(made.bytes)}")
+    return OK
+
+
+def _gradescope(args, tasks, console) -> int:
+    delivery = _delivery("gradescope")
+    if delivery is None:
+        console.print("[red]`grader gradescope` needs the full course: a student release does not carry it[/]")
+        return USAGE
+    try:
+        made = delivery.build_autograder(args.out, tasks, hidden_visibility=args.hidden_visibility, wheels=args.wheels)
+    except delivery.AutograderError as exc:
+        console.print(f"[red]{exc}[/]")
+        return USAGE
+    console.print(f"Gradescope autograder written to {made.path}: {', '.join(t.name for t in made.tasks)}; "
+                  f"{made.files} files, {_size(made.bytes)}")
+    return OK
+
+
+def _delivery(name: str):
+    """A module of grader.delivery, or None in a student release, which does not carry it."""
+    import importlib
+    try:
+        return importlib.import_module(f"grader.delivery.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("grader.delivery"):
+            return None
+        raise
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e5 else f"{n_bytes / 1e3:.1f} kB"
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,9 +26,29 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     with open(out / "summary.csv") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}
-    assert float(rows["solutions"]["percent"]) == 100.0
+    assert float(rows["solutions"]["percent"]) == 100.0 and rows["solutions"]["status"] == "complete"
     assert float(rows["exercises"]["points"]) == 0.0
     assert (out / "solutions" / "score_report.json").exists() and (out / "exercises" / "pytest.log").exists()
+    # the class summary and each submission's page come with the batch
+    with open(out / "concepts.csv") as f:
+        concepts = list(csv.DictReader(f))
+    assert concepts and all(float(c["lost_share"]) == 0.5 for c in concepts)    # the stub lost every concept
+    assert "Class summary" in (out / "class.html").read_text()
+    assert "Score report" in (out / "solutions" / "report.html").read_text()
+
+
+def test_learner_failures_show_the_learners_line_and_full_trace_shows_everything():
+    """A stub's failure in `pytest exercises/NN`: the test's line, the learner's line and the
+    message; the grader's dispatch frames only with --full-trace."""
+    def pytest_run(*extra):
+        return subprocess.run([sys.executable, "-m", "pytest", "exercises/01_einsum_attention", "-x",
+                               "-p", "no:cacheprovider", *extra], cwd=COURSE_ROOT, capture_output=True, text=True,
+                              timeout=600).stdout
+    short = pytest_run()
+    assert "exercises/01_einsum_attention/attention.py:19: StudentError" in short
+    assert 'raise NotImplementedError(\'see README.md, section "Stable softmax"\')' in short
+    assert "grader/core/submission.py" not in short and "grader/core/loading.py" not in short
+    assert "grader/core/submission.py" in pytest_run("--full-trace")
 
 
 def test_usage_errors_exit_2(tmp_path):

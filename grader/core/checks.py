@@ -46,6 +46,7 @@ def to_numpy(value) -> np.ndarray:
 
 def check_array(got, *, what: str, shape=None, dtype=None, tensor: bool = False) -> None:
     """Type, shape and (optionally) dtype of a result."""
+    __tracebackhide__ = True     # the message says it all; the test's line says where
     expected_type = "a torch tensor" if tensor else "a NumPy array"
     is_right_type = hasattr(got, "detach") if tensor else isinstance(got, np.ndarray)
     assert is_right_type, f"{what}: expected {expected_type}, got {type(got).__name__}"
@@ -57,6 +58,7 @@ def check_array(got, *, what: str, shape=None, dtype=None, tensor: bool = False)
 
 def assert_close(got, expected, *, what: str, rtol: float, atol: float, tensor: bool = False) -> None:
     """Same shape, no NaN where the reference has none, values within atol + rtol * |expected|."""
+    __tracebackhide__ = True     # the message says it all; the test's line says where
     check_array(got, what=what, shape=np.shape(expected), tensor=tensor)
     g = to_numpy(got).astype(np.float64)
     e = to_numpy(expected).astype(np.float64)
@@ -84,6 +86,7 @@ def assert_close(got, expected, *, what: str, rtol: float, atol: float, tensor: 
 
 def assert_equal(got, expected, *, what: str, tensor: bool = False) -> None:
     """Exact equality (masks, ids, counts), reporting the first mismatching index."""
+    __tracebackhide__ = True     # the message says it all; the test's line says where
     check_array(got, what=what, shape=np.shape(expected), tensor=tensor)
     g, e = to_numpy(got), to_numpy(expected)
     mismatch = g != e

@@ -24,7 +24,10 @@ def is_test_timeout(exc: BaseException) -> bool:
     return type(exc).__name__ == "Failed" and str(exc).startswith("Timeout")
 
 
-def answer(module, module_path: Path, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+def answer(module, module_path: Path, header: dict, blobs: list[bytes],
+           raised: list | None = None) -> tuple[dict, list[bytes]]:
+    """The reply to one request. What learner code raised is also appended to `raised`, for a
+    caller in the same process that wants its traceback."""
     target = header["target"]
     args, kwargs = wire.unpack(header["arguments"], blobs)
     if "probe" in target:
@@ -43,6 +46,8 @@ def answer(module, module_path: Path, header: dict, blobs: list[bytes]) -> tuple
     except BaseException as exc:        # SystemExit and pytest's skips too: a learner's exit fails one call
         if is_test_timeout(exc):
             raise
+        if raised is not None:
+            raised.append(exc)
         return {"ok": False, "stage": "call", "error": describe(exc, module_path)}, []
     try:
         value, result_blobs = wire.pack(result)

@@ -2,12 +2,13 @@
 but the learner's own code."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import sys
 import traceback
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, TracebackType
 
 MESSAGE_LIMIT = 1500
 
@@ -24,6 +25,7 @@ def module_name_for(path: Path) -> str:
 def load_module(path: Path) -> ModuleType:
     """Import the file at `path` under a private name. Anything it raises at import time,
     SystemExit included, becomes a StudentImportError that says what and where."""
+    __tracebackhide__ = True    # pytest shows the learner's frames and the message, not this loader
     path = Path(path)
     if not path.is_file():
         raise StudentImportError(f"{path.name} was not found (looked for {path})")
@@ -39,7 +41,8 @@ def load_module(path: Path) -> ModuleType:
         raise
     except BaseException as exc:        # SyntaxError, ImportError, SystemExit, ...
         del sys.modules[name]
-        raise StudentImportError(f"{path.name} could not be imported: {format_error(describe(exc, path))}") from None
+        error = StudentImportError(f"{path.name} could not be imported: {format_error(describe(exc, path))}")
+        raise error.with_traceback(learner_traceback(exc.__traceback__, path)) from None
     return module
 
 
@@ -62,6 +65,37 @@ def describe(exc: BaseException, student_file: Path) -> dict:
         message = message[:MESSAGE_LIMIT] + " ..."
     return {"type": type(exc).__name__, "message": message, "file": Path(student_file).name,
             "frames": frames[-3:]}
+
+
+def learner_traceback(tb: TracebackType | None, student_file: Path) -> TracebackType | None:
+    """`tb` cut down to its frames in the learner's file: what pytest shows under the test's own
+    line when learner code raised in-process, instead of the grader's dispatch and probe frames."""
+    student_file = str(Path(student_file).resolve())
+    kept = []
+    while tb is not None:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == student_file:
+            kept.append(tb)
+        tb = tb.tb_next
+    chain = None
+    for entry in reversed(kept):
+        chain = TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return chain
+
+
+def function_location(student_file: Path, function: str) -> dict | None:
+    """Where the learner's module defines `function` (its last top-level `def`), found by
+    parsing the file, never by running it; None when it defines none."""
+    try:
+        source = Path(student_file).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (OSError, ValueError, SyntaxError):
+        return None
+    lines = source.splitlines()
+    found = [node.lineno for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function]
+    if not found:
+        return None
+    return {"line": found[-1], "function": function, "code": lines[found[-1] - 1].strip()}
 
 
 def plain_error(student_file: Path, type_name: str, message: str) -> dict:

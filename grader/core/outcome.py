@@ -6,6 +6,9 @@ rewriting appends (which quotes the test's expressions) is cut off as well.
 """
 from __future__ import annotations
 
+import json
+import math
+
 from grader.core.loading import StudentImportError
 from grader.core.dispatch import is_test_timeout
 from grader.core.submission import StudentError, SubmissionFailure
@@ -13,6 +16,7 @@ from grader.core.submission import StudentError, SubmissionFailure
 GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
 FEEDBACK_LIMIT = 2000
 OUTPUT_LIMIT = 2000
+ARTIFACT_LIMIT = 64 * 1024      # bytes of JSON per artifact: a curve or a table, not a dump
 
 
 def phase_outcome(when: str, report, excinfo, hidden: bool) -> tuple[str, str, bool] | None:
@@ -64,3 +68,35 @@ def truncate(text: str, limit: int) -> str:
 
 def tail(text: str, limit: int = OUTPUT_LIMIT) -> str:
     return text if len(text) <= limit else "(earlier output cut)\n" + text[-limit:]
+
+
+def as_artifacts(found: dict) -> dict:
+    """A test's artifacts as JSON data for the report: NumPy and torch scalars become numbers,
+    tuples lists, a NaN or an infinity (a diverging loss) null. An artifact that is not data or
+    is too large is replaced by the reason, so a suite's mistake never costs the learner a result."""
+    kept = {}
+    for name, value in found.items():
+        try:
+            data = _plain(value)
+            size = len(json.dumps(data, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            kept[name] = {"dropped": f"not JSON data: {exc}"}
+            continue
+        kept[name] = data if size <= ARTIFACT_LIMIT else {"dropped": f"{size} bytes of JSON, above {ARTIFACT_LIMIT}"}
+    return kept
+
+
+def _plain(value):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if hasattr(value, "tolist") and getattr(value, "ndim", 1) == 0:     # a NumPy or torch scalar
+        return _plain(value.tolist())
+    raise TypeError(f"{type(value).__name__} is not JSON data")

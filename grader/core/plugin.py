@@ -17,20 +17,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.core.outcome import GPU_SKIP_REASON, OUTPUT_LIMIT, phase_outcome, tail, truncate, with_concept
-from grader.reports.record import git_commit, new_run_id, run_record
-from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
+from grader.core.loading import function_location
+from grader.core.outcome import (GPU_SKIP_REASON, OUTPUT_LIMIT, as_artifacts, phase_outcome, tail, truncate,
+                                 with_concept)
 from grader.core import intake, sandbox
 from grader.core.intake import read_module
 from grader.core.loading import StudentImportError
-from grader.core.submission import BACKENDS, BackendContext, CourseFault, Submission
+from grader.core.submission import BACKENDS, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
+from grader.reports.record import git_commit, new_run_id, run_record
+from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
 
 ISOLATION = ("auto", "required", "none")
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
 _OUTPUT = pytest.StashKey[str]()
+_ARTIFACTS = pytest.StashKey[dict]()
+_SUBMISSION = pytest.StashKey[Submission]()
 
 
 def pytest_addoption(parser):
@@ -127,10 +131,14 @@ class GradingSession:
             if excinfo is not None and getattr(excinfo.value, "concept", None):
                 result.concept = excinfo.value.concept    # a test of several concepts names the broken one
             result.feedback = with_concept(feedback, result.concept) if status != "skipped" else feedback
+            if when == "call" and status != "skipped":
+                result.location = _learner_location(item, excinfo)
         if when == "call":
             result.output = tail(report.capstdout + report.capstderr)
         if when == "teardown" and _OUTPUT in item.stash:
             result.output = tail(result.output + item.stash[_OUTPUT], OUTPUT_LIMIT)
+        if when == "teardown" and item.stash.get(_ARTIFACTS, None):
+            result.artifacts = as_artifacts(item.stash[_ARTIFACTS])
 
     def build_report(self) -> ScoreReport:
         finished = datetime.now(timezone.utc)
@@ -197,6 +205,20 @@ def _new_result(item, task: Task) -> TestResult:
 
 def _in_task(item) -> bool:
     return task_of_path(item.path) is not None
+
+
+def _learner_location(item, excinfo) -> dict | None:
+    """The learner's line a failure points at: the deepest frame of their file when their code
+    raised, else the `def` of the last function of theirs the test called (whose result was
+    wrong, or which hung or crashed its worker)."""
+    exc = excinfo.value if excinfo is not None else None
+    if isinstance(exc, StudentError) and exc.info.get("frames"):
+        frame = exc.info["frames"][-1]
+        return {"line": frame["line"], "function": frame["function"], "code": frame["code"]}
+    submission = item.stash.get(_SUBMISSION, None)
+    if submission is None or submission.last_called is None:
+        return None
+    return function_location(submission.module_path, submission.last_called)
 
 
 # ---------------------------------------------------------------- hooks
@@ -281,6 +303,7 @@ def pytest_sessionfinish(session):
 @pytest.fixture
 def submission(request):
     """The learner's module for the task this test file belongs to (see grader.core.submission)."""
+    __tracebackhide__ = True    # a module that does not import shows the learner's line, not this fixture
     grading = request.config.stash[_SESSION]
     task = task_of_path(request.path)
     if task is None:
@@ -289,8 +312,18 @@ def submission(request):
     deadline = time.monotonic() + _test_timeout(request.node) - CALL_MARGIN_S
     mark = backend.output_mark()
     backend.start(deadline)
-    yield Submission(backend, deadline)
+    request.node.stash[_SUBMISSION] = submission = Submission(backend, deadline)
+    yield submission
     request.node.stash[_OUTPUT] = backend.output_since(mark)
+
+
+@pytest.fixture
+def artifacts(request) -> dict:
+    """A dict the test fills with data that the report's formats show beside its result (a loss
+    curve, a step breakdown): the learner's own results and public references only, never a
+    hidden input or an expected value. Filled before the test's asserts, it is kept when the
+    test fails, which is when the learner needs it most."""
+    return request.node.stash.setdefault(_ARTIFACTS, {})
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from pathlib import Path
 from grader.core import wire
 from grader.core.dispatch import answer
 from grader.core.intake import find_git_dir, git_head, read_module
-from grader.core.loading import StudentImportError, format_error, load_module
-from grader.tasks import COURSE_ROOT
+from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module
 from grader.core.worker_process import Worker, WorkerHost, WorkerOutput, WorkerSpec
+from grader.tasks import COURSE_ROOT
 
 STARTUP_LIMIT_S = 60.0
 
@@ -81,6 +81,7 @@ class InProcessBackend:
     def __init__(self, module_path: Path, context: BackendContext):
         self.module_path = Path(module_path)
         self._module = None
+        self._raised: list[BaseException] = []
 
     def launch(self) -> None:
         pass                   # importing in this process cannot overlap anything
@@ -90,11 +91,18 @@ class InProcessBackend:
         return git_head(self.module_path.parent)
 
     def start(self, deadline: float) -> None:
+        __tracebackhide__ = True
         if self._module is None:
             self._module = load_module(self.module_path)
 
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
-        return answer(self._module, self.module_path, header, blobs)
+        self._raised = []
+        return answer(self._module, self.module_path, header, blobs, raised=self._raised)
+
+    def learner_traceback(self):
+        """The learner's own frames of what the last call raised: what pytest shows under the
+        test's line, instead of the grader's dispatch and probe frames."""
+        return learner_traceback(self._raised[-1].__traceback__, self.module_path) if self._raised else None
 
     def output_mark(self) -> int:
         return 0
@@ -159,6 +167,7 @@ class WorkerBackend:
         return git_head(git_dir.parent) if git_dir is not None else None
 
     def start(self, deadline: float) -> None:
+        __tracebackhide__ = True
         if self._worker is not None:
             return
         self.launch()
@@ -205,6 +214,9 @@ class WorkerBackend:
         """After a malformed reply: the worker's state is unknown, the next call starts afresh."""
         self._stop()
 
+    def learner_traceback(self):
+        return None            # the learner's frames ran in the worker: they are in the message
+
     def _stop(self, wait_s: float = 1.0) -> str:
         how = self._worker.exit_description(wait_s) if self._worker else "not running"
         if self._worker is not None:
@@ -226,6 +238,7 @@ BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBacken
 
 def call(backend, target: dict, arguments: tuple, deadline: float):
     """One call through `backend`: the request out, the reply back as a value or a failure."""
+    __tracebackhide__ = True    # a failure shows the test's line and the learner's, not this dispatch
     name = target.get("function") or target["probe"]
     backend.start(deadline)
     packed, blobs = wire.pack(arguments)
@@ -243,7 +256,7 @@ def call(backend, target: dict, arguments: tuple, deadline: float):
     if reply.get("stage") == "probe":
         raise CourseFault(f"the course's probe {name} could not run beside the learner's code: {error['message']}")
     error_class = BadReturnValue if reply.get("stage") == "result" else StudentError
-    raise error_class(name, error)
+    raise error_class(name, error).with_traceback(backend.learner_traceback()) from None
 
 
 def _is_error_info(info) -> bool:
@@ -263,12 +276,15 @@ class Submission:
     def __init__(self, backend, deadline: float):
         self._backend = backend
         self._deadline = deadline
+        self.last_called: str | None = None     # where a wrong result points in the learner's file
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
 
         def function(*args, **kwargs):
+            __tracebackhide__ = True
+            self.last_called = name
             return call(self._backend, {"function": name}, (args, kwargs), self._deadline)
         function.__name__ = name
         return function
@@ -276,6 +292,7 @@ class Submission:
     def probe(self, probe, /, *args, **kwargs):
         """Run the trusted function `probe(module, *args, **kwargs)` beside the learner's code.
         It must be a top-level function of a course file; it returns data."""
+        __tracebackhide__ = True
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")
         target = {"probe": probe.__name__, "file": probe.__code__.co_filename}

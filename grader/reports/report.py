@@ -10,13 +10,17 @@ Schema (version 1), documented in README.md ("The score report"):
      "tasks": [{"task", "title", "module": {"path", "found", "sha256", "flags"},
                 "points", "max_points", "not_graded_points", "percent", "counts": {status: n},
                 "tests": [{"id", "suite", "title", "status", "graded", "points", "max_points",
-                           "concept", "feedback", "output", "duration_s"}]}]}
+                           "concept", "feedback", "output", "duration_s", "location", "artifacts"}]}]}
 
 Points: a passed test earns its max_points, any other graded status earns 0. A GPU test
 skipped for lack of CUDA is not graded here: it leaves the denominator and its points are
 listed as not_graded_points. Any other skip is graded and earns 0. A report is complete when
 every collected test ran and nothing went wrong around the tests (`problems` is empty);
 `stopped_early` says why a run ended before its last test (only the audit asks for that).
+
+What the output formats need beyond points travels here too, so that every format renders from
+this one report: a test's `location` in the learner's module (for annotations beside the
+learner's line) and its `artifacts` (a loss curve, a step breakdown) filled by the suites.
 
 Totals, percentages and counts are derived, never stored twice: `to_json` computes them and
 `from_json` reads back only what they are computed from.
@@ -52,6 +56,12 @@ class TestResult:
     feedback: str = ""
     output: str = ""
     duration_s: float = 0.0
+    # Where in the learner's module a failure points: the line that raised, or the `def` of the
+    # function whose result was wrong ({"line", "function", "code"}); None when nothing points there.
+    location: dict | None = None
+    # Data a format shows beside the result (a loss curve, a step breakdown): the learner's own
+    # results and public references only, never a hidden input or expected value.
+    artifacts: dict = field(default_factory=dict)
 
     @property
     def points(self) -> float:
@@ -207,6 +217,7 @@ def write_text_atomically(path: Path, text: str) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(temp, 0o644)          # readable like any file written by hand (mkstemp makes it private)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

@@ -7,25 +7,14 @@ Submissions are folders, or zip files unpacked with care (`grader.running.archiv
 """
 from __future__ import annotations
 
-import csv
-import io
 import tempfile
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from grader.reports.report import ReportError, ScoreReport, read_report, write_report, write_text_atomically
+from grader.reports.report import ReportError, ScoreReport, read_report, write_report
+from grader.reports.summary import REPORT_NAME, Entry, write_gradebook
 from grader.running import archives, runner
-
-REPORT = "score_report.json"
-
-
-@dataclass
-class Entry:
-    """One submission of the batch: where it came from, its folder in the output, its report."""
-    name: str
-    source: Path
-    report: ScoreReport | None = None
 
 
 def unique_names(paths: list[Path]) -> list[str]:
@@ -42,18 +31,18 @@ def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, 
           resume: bool = False, limit_s: float = runner.RUN_LIMIT_S, on_done=None) -> list[Entry]:
     """Grade every submission like `template` (its `impl` and `out_dir` are replaced), `jobs` at a
     time; with `resume`, keep the reports `out_dir` already holds."""
-    entries = [Entry(name, path) for name, path in zip(unique_names(paths), paths)]
+    entries = [Entry(name, str(path), None) for name, path in zip(unique_names(paths), paths)]
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="grader-unpacked-") as unpacked:
         pending, runs = [], []
         for entry in entries:
             if resume and out_dir is not None:
-                entry.report = _existing(out_dir / entry.name / REPORT)
+                entry.report = _existing(out_dir / entry.name / REPORT_NAME)
                 if entry.report is not None:
                     continue
             tree, refused = _tree(entry, Path(unpacked))
             if tree is None:
-                entry.report = ScoreReport.failed(refused[0], {"path": str(entry.source)})
+                entry.report = ScoreReport.failed(refused[0], {"path": entry.path})
                 _save(entry, out_dir)
                 continue
             pending.append((entry, refused))
@@ -63,26 +52,25 @@ def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, 
         def finished(run, report):
             entry, refused = by_run[id(run)]
             report.problems.extend(f"refused from the archive: {why}" for why in refused)
-            report.submission["path"] = str(entry.source)
+            report.submission["path"] = entry.path
             with lock:
                 entry.report = report
                 _save(entry, out_dir)
                 if out_dir is not None:
-                    write_summary(out_dir, entries)
+                    write_gradebook(out_dir / "summary.csv", entries)
                 if on_done:
                     on_done(entry)
         runner.run_many(runs, jobs, on_done=finished, limit_s=limit_s)
-    if out_dir is not None:
-        write_summary(out_dir, entries)
     return entries
 
 
 def _tree(entry: Entry, unpacked: Path) -> tuple[Path | None, list[str]]:
     """The folder to grade, and what was refused on the way (with the reason when nothing is left)."""
-    if entry.source.is_dir():
-        return entry.source, []
+    source = Path(entry.path)
+    if source.is_dir():
+        return source, []
     try:
-        result = archives.unpack(entry.source, unpacked / entry.name)
+        result = archives.unpack(source, unpacked / entry.name)
     except ValueError as exc:
         return None, [str(exc)]
     return result.root, result.refused
@@ -101,25 +89,7 @@ def _save(entry: Entry, out_dir: Path | None) -> None:
     if out_dir is None:
         return
     try:
-        write_report(entry.report, out_dir / entry.name / REPORT)
+        write_report(entry.report, out_dir / entry.name / REPORT_NAME)
     except OSError as exc:
         entry.report.problems.append(f"the score report could not be written: {exc}")
 
-
-def write_summary(out_dir: Path, entries: list[Entry]) -> None:
-    """summary.csv: one row per submission, one column per task: the instructor's gradebook.
-    Submissions not graded yet have an empty row, so the file always lists the whole batch."""
-    reports = [e.report for e in entries if e.report is not None]
-    tasks = sorted({t.task for r in reports for t in r.tasks})
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["submission", "path", *tasks, "points", "max_points", "percent", "complete", "problems"])
-    for entry in entries:
-        report = entry.report
-        if report is None:
-            writer.writerow([entry.name, str(entry.source), *[""] * len(tasks), "", "", "", "", "not graded yet"])
-            continue
-        total = report.total
-        writer.writerow([entry.name, str(entry.source), *[report.task(t).points if report.task(t) else "" for t in tasks],
-                         total.points, total.max_points, total.percent, report.complete, " | ".join(report.problems)])
-    write_text_atomically(out_dir / "summary.csv", buffer.getvalue())

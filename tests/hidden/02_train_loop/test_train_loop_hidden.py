@@ -19,10 +19,10 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, get_cosi
 from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
 from grader.core.checks import GRADING, ConceptError, assert_close, assert_equal, check_array, sibling_module
-from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")
 replay = sibling_module(__file__, "replay")
+convergence = sibling_module(__file__, "convergence")
 
 LR = dict(rtol=1e-12, atol=1e-15)         # closed-form schedule: only float rounding differs
 LOSS = dict(rtol=1e-5, atol=1e-6)          # float32 cross-entropy, summed in another order
@@ -32,8 +32,6 @@ LOSS = dict(rtol=1e-5, atol=1e-6)          # float32 cross-entropy, summed in an
 # gradients, so a per-element tolerance would have to be loose where it matters).
 PARAMS_OF_UPDATE = 1e-3
 CONVERGENCE_MARGIN = 0.45                  # nats/token above the floor; the reference ends ~0.35 above it
-CONVERGENCE_MODEL = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, head_dim=16)  # ~10 s of CPU
-CONVERGENCE_EVAL_DOCUMENTS = 200
 
 LOSS_CONCEPT = "The loss: shift, ignore_index, float32"
 VOCAB = 97
@@ -431,20 +429,11 @@ def test_plot_curves_draws_loss_on_log_steps_and_lr(submission, tmp_path):
 @pytest.mark.points(4)
 @pytest.mark.concept("Convergence")
 @pytest.mark.timeout(300)
-def test_from_scratch_run_approaches_the_corpus_floor(submission, tmp_path):
+def test_from_scratch_run_approaches_the_corpus_floor(submission, tmp_path, artifacts):
     """from scratch on the corpus, 150 steps: eval loss within the stated margin of the source's floor"""
-    config = AutoConfig.from_pretrained(DATASETS / "tiny_llama")
-    config.update(CONVERGENCE_MODEL)
-    config.save_pretrained(tmp_path / "model")
-    documents = replay.read_jsonl(DATASETS / "corpus" / "eval.jsonl")[:CONVERGENCE_EVAL_DOCUMENTS]
-    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
-    # The floor of these documents, exactly: the source's own negative log-likelihood per predicted token.
-    floor = sum(d["source_nll"] for d in documents) / sum(len(d["input_ids"]) - 1 for d in documents)
-    cfg = {"model_dir": str(tmp_path / "model"), "init": "scratch", "train_path": str(DATASETS / "corpus" / "train.jsonl"),
-           "eval_path": str(tmp_path / "eval.jsonl"), "out_dir": str(tmp_path / "run"), "seed": 0, "batch_size": 32,
-           "grad_accum_steps": 1, "max_steps": 150, "warmup_steps": 15, "max_lr": 1e-2, "min_lr": 1e-3,
-           "weight_decay": 0.1, "clip_norm": 1.0, "log_every": 10, "eval_every": 1000}
+    cfg, floor = convergence.setup(tmp_path)
     result = submission.train(cfg)
+    artifacts["loss_curve"] = convergence.loss_curves(result, floor, CONVERGENCE_MARGIN)
     assert result["final_eval_loss"] <= floor + CONVERGENCE_MARGIN, (
         f"after {cfg['max_steps']} steps from scratch the eval loss is {result['final_eval_loss']:.3f} nats/token; "
         f"the source's floor on these documents is {floor:.3f}, and a correct loop gets within {CONVERGENCE_MARGIN}")

@@ -1,0 +1,86 @@
+"""`grader gradescope OUT.zip`: the Gradescope autograder, a zip with at its root
+
+- `setup.sh`: installs the pinned set into a virtual environment, offline from `wheels/` when
+  the zip carries one (`--wheels DIR`), else from the package indexes;
+- `run_autograder`: grades `/autograder/submission` with `grader grade` and writes
+  `/autograder/results/results.json` (`grader.reports.gradescope`), the score report and an
+  HTML page;
+- the course as the grader needs it: `grader/` (without this builder), the tasks' exercise
+  folders and hidden suites (without what only the audit reads), the data (`datasets/`'
+  artifacts and manifest), `pyproject.toml` and `constraints.txt`. Never `solutions/`.
+
+The zip is deterministic: the same course gives the same bytes, so a rebuilt autograder is
+recognisably the same one.
+"""
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.delivery.template import TEMPLATES, fill
+from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
+from grader.tasks import COURSE_ROOT, DATASETS, Task
+
+_SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
+# Beside each hidden suite, what only `grader audit` reads: the mutants and alternative
+# solutions (near-references) and the README rules. Grading never needs them, and a machine
+# where learner code runs unsandboxed should not hold them.
+AUDIT_ONLY = {"variants.py", "contracts.py"}
+_EXECUTABLE = 0o100755 << 16
+_FILE = 0o100644 << 16
+_EPOCH = (1980, 1, 1, 0, 0, 0)       # the earliest time a zip can hold: no build time in the bytes
+
+
+class AutograderError(Exception):
+    """An autograder that cannot be built as asked; the message says why."""
+
+
+@dataclass
+class Autograder:
+    path: Path
+    tasks: list[Task]
+    files: int
+    bytes: int
+
+
+def build_autograder(out: Path, tasks: list[Task], *, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
+                     wheels: Path | None = None) -> Autograder:
+    if hidden_visibility not in VISIBILITIES:
+        raise AutograderError(f"the hidden suites' visibility must be one of {', '.join(VISIBILITIES)}")
+    if wheels is not None and not any(Path(wheels).glob("*.whl")):
+        raise AutograderError(f"{wheels} holds no wheel (*.whl): fill it with `pip download` first")
+    missing = [task.name for task in tasks if not task.hidden_dir.is_dir()]
+    if missing:
+        raise AutograderError(f"no hidden suite for {', '.join(missing)}: an autograder grades with them")
+    entries = [(path.relative_to(COURSE_ROOT).as_posix(), path) for path in _course_files(tasks)]
+    if wheels is not None:
+        entries += [(f"wheels/{wheel.name}", wheel) for wheel in sorted(Path(wheels).glob("*.whl"))]
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        _add(archive, "setup.sh", (TEMPLATES / "setup.sh").read_bytes(), executable=True)
+        _add(archive, "run_autograder", fill("run_autograder", HIDDEN_VISIBILITY=hidden_visibility).encode(),
+             executable=True)
+        for name, path in entries:
+            _add(archive, name, path.read_bytes())
+    return Autograder(out, list(tasks), len(entries) + 2, out.stat().st_size)
+
+
+def _course_files(tasks: list[Task]) -> list[Path]:
+    roots = [COURSE_ROOT / "grader", *[task.exercise_dir for task in tasks], *[task.hidden_dir for task in tasks]]
+    files = [path for root in roots for path in root.rglob("*") if path.is_file()]
+    files = [path for path in files if not (set(path.relative_to(COURSE_ROOT).parts) & _SKIPPED_PARTS)
+             and path.suffix != ".pyc" and not path.is_relative_to(COURSE_ROOT / "grader" / "delivery")
+             and not (path.name in AUDIT_ONLY and path.is_relative_to(COURSE_ROOT / "tests"))]
+    data = [path for path in DATASETS.rglob("*") if path.is_file() and path.parent != DATASETS
+            and not set(path.relative_to(DATASETS).parts) & _SKIPPED_PARTS]
+    files += [*data, DATASETS / "MANIFEST.json", COURSE_ROOT / "pyproject.toml", COURSE_ROOT / "constraints.txt"]
+    return sorted(set(files))
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=_EPOCH)
+    info.external_attr = _EXECUTABLE if executable else _FILE
+    info.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(info, data)

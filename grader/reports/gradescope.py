@@ -1,0 +1,86 @@
+"""A score report as Gradescope's autograder results (`results.json`), per Gradescope's
+autograder specification: a top-level `score` (points, which override the sum of the tests),
+`execution_time` (seconds), `output` (Markdown: the score table and what went wrong around the
+tests) and one entry in `tests` per test with `name`, `number`, `score`, `max_score`, `status`,
+`output`, `tags` (the concept the test checks) and `visibility`.
+
+Visible suites are `visible`; hidden suites are `after_published` by default, so learners see
+their hidden results when the instructor publishes grades. A GPU test not graded here scores 0
+of 0 with no status, its name and tags say so, and it never counts as failed.
+"""
+from __future__ import annotations
+
+import math
+
+from grader.reports.report import ScoreReport, TaskResult, TestResult
+
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+DEFAULT_HIDDEN_VISIBILITY = "after_published"
+NOT_GRADED = "not graded here"
+
+
+def gradescope_results(report: ScoreReport, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> dict:
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}, not {hidden_visibility!r}")
+    tests = [_test(task, test, f"{t_index}.{index}", hidden_visibility)
+             for t_index, task in enumerate(report.tasks, start=1)
+             for index, test in enumerate(task.tests, start=1)]
+    return {"score": report.total.points,
+            "execution_time": math.ceil(report.run.get("duration_s") or 0),
+            "output": summary_markdown(report), "output_format": "md",
+            "tests": tests,
+            "extra_data": {"max_points": report.total.max_points, "not_graded_points": report.total.not_graded_points,
+                           "complete": report.complete, "problems": report.problems,
+                           "isolation": report.isolation or None, "run_id": report.run.get("run_id"),
+                           "data_version": report.run.get("data_version"), "course_commit": report.run.get("commit")}}
+
+
+def summary_markdown(report: ScoreReport) -> str:
+    """What the learner reads above the tests: the totals, per task, and anything that went
+    wrong around the tests."""
+    total = report.total
+    lines = []
+    if report.problems:
+        lines += ["**The grading is incomplete.** What went wrong:", "",
+                  *[f"- {problem}" for problem in report.problems], ""]
+    lines += [f"**{total.points:g} / {total.max_points:g} points ({total.percent:.1f}%)**", "",
+              "| task | points | % |", "|---|---:|---:|"]
+    lines += [f"| {task.title} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} |" for task in report.tasks]
+    if total.not_graded_points:
+        lines += ["", f"GPU tests worth {total.not_graded_points:g} points were {NOT_GRADED} (no CUDA on the "
+                      "grading machine): they are left out of the total, not counted as failed."]
+    level = (report.isolation or {}).get("level")
+    if level:
+        reason = report.isolation.get("reason")
+        lines += ["", f"Isolation of your code during grading: {level}" + (f" ({reason})" if reason else "") + "."]
+    return "\n".join(lines)
+
+
+def _test(task: TaskResult, test: TestResult, number: str, hidden_visibility: str) -> dict:
+    entry = {"name": f"{task.task}: {test.title}", "number": number,
+             "score": test.points if test.graded else 0.0, "max_score": test.max_points if test.graded else 0.0,
+             "output": _output(test), "tags": [test.concept] if test.concept else [],
+             "visibility": "visible" if test.suite == "visible" else hidden_visibility,
+             "extra_data": {"id": test.id, "suite": test.suite, "status": test.status, "graded": test.graded,
+                            "max_points": test.max_points, "duration_s": test.duration_s}}
+    if test.graded:
+        entry["status"] = "passed" if test.status == "passed" else "failed"
+    else:
+        entry["name"] += f" ({NOT_GRADED}: needs a CUDA GPU)"
+        entry["tags"].append(NOT_GRADED)
+    return entry
+
+
+def _output(test: TestResult) -> str:
+    parts = [test.feedback] if test.feedback else []
+    if not test.graded:
+        parts = [f"{NOT_GRADED}: the grading machine has no CUDA GPU; its {test.max_points:g} points are "
+                 "left out of the total."]
+    if test.location:
+        where = test.location
+        parts.append(f"Your line {where['line']}, in {where['function']}: {where['code']}")
+    if test.output:
+        parts.append("Your code printed:\n" + test.output)
+    if test.status in ("timeout", "crashed", "error"):
+        parts.insert(0, f"[{test.status}]")
+    return "\n\n".join(parts)
