@@ -302,7 +302,8 @@ class Jail:
         return [arg for k, v in env.items() for arg in ("--setenv", k, v)]
 
     def _fs_args(self) -> list[str]:
-        args: list[str] = []
+        # The private /tmp first: a bind below /tmp made before it would be hidden by it.
+        args = ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
         for directory in _SYSTEM_DIRS:
             path = Path(directory)
             if path.is_symlink():
@@ -315,7 +316,6 @@ class Jail:
         args += _ro_binds(_python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), str(_grader_import_dir())]
         args += _ro_binds([DATASETS, *self.probe_files])
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
         for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
             if device.exists():
                 args += ["--dev-bind", str(device), str(device)]
