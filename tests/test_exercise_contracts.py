@@ -9,6 +9,7 @@ import pytest
 
 from grader.core.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
+from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
 from grader.running.variants import base_source, variants_of
 
 TASKS = all_tasks()
@@ -108,3 +109,24 @@ def test_variants_apply_and_name_readme_concepts(task):
         if variant.kind == "mutant":
             assert variant.concept in sections, f"{variant.name}: {variant.concept!r} is not a README section"
     assert len({v.name for v in variants}) == len(variants)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_readme_rules_are_listed_beside_the_suite(task):
+    """Every rule the README marks is listed in contracts.py (same ids, order and section), the
+    Chinese README marks the same rules, and every rule has a mutant that breaks it."""
+    rules = rules_of(task)
+    english = readme_rule_ids(task.exercise_dir / "README.md")
+    assert english == [rule.id for rule in rules], "README.md markers and contracts.py RULES differ"
+    assert readme_rule_ids(task.exercise_dir / "README.zh-CN.md") == english, \
+        "README.zh-CN.md marks other rules than README.md"
+    english_sections = readme_rule_sections(task.exercise_dir / "README.md")
+    chinese_sections = readme_rule_sections(task.exercise_dir / "README.zh-CN.md")
+    for rule in rules:
+        assert english_sections[rule.id] == rule.section, f"{rule.id} is marked outside ## {rule.section}"
+        assert f"({rule.section})" in chinese_sections[rule.id] or f"（{rule.section}）" in chinese_sections[rule.id], \
+            f"{rule.id} is marked outside the Chinese section of {rule.section!r}"
+    broken = {v.rule for v in variants_of(task) if v.kind == "mutant"}
+    assert not broken - {rule.id for rule in rules} - {None}, f"mutants name unlisted rules: {broken - set(english)}"
+    if rules:
+        assert not {rule.id for rule in rules} - broken, f"rules without a mutant: {set(english) - broken}"

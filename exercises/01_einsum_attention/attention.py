@@ -14,7 +14,7 @@ def softmax(x, axis=-1):
     """Softmax of `x` along `axis`, numerically stable for any finite logits.
 
     Entries equal to -inf get probability 0; a slice that is entirely -inf gives all zeros,
-    never NaN. Returns an array of the same shape as `x`.
+    never NaN. Returns an array of the same shape as `x`; float64 in, float64 out.
     """
     raise NotImplementedError('see README.md, section "Stable softmax"')
 
@@ -47,7 +47,7 @@ def attention(q, k, v, mask=None):
     q: (b, h, q_len, d), k: (b, h, k_len, d), v: (b, h, k_len, d_v) -> (b, h, q_len, d_v).
     Scores are computed with np.einsum and scaled by 1 / sqrt(d). `mask` is boolean and
     broadcastable to (b, h, q_len, k_len); True means keep. A query with no kept key
-    outputs zeros.
+    outputs zeros. float64 in, float64 out.
     """
     raise NotImplementedError('see README.md, section "Scaled dot-product attention"')
 
@@ -58,8 +58,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads=None, causal
     Projections are x @ w: w_q (d_model, n_heads * d_head), w_k and w_v
     (d_model, n_kv_heads * d_head), w_o (n_heads * d_head, d_model). With
     n_kv_heads < n_heads (grouped-query attention) query head j uses key/value head
-    j // (n_heads // n_kv_heads), as Hugging Face's repeat_kv. `causal` applies
-    causal_mask(s, s).
+    j // (n_heads // n_kv_heads), as Hugging Face's repeat_kv; n_kv_heads=None means
+    n_kv_heads = n_heads. `causal` applies causal_mask(s, s).
     """
     raise NotImplementedError('see README.md, section "Multi-head and grouped-query attention"')
 
@@ -67,8 +67,9 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads=None, causal
 def torch_attention(q, k, v, mask=None):
     """`attention` for torch tensors, with torch.einsum; differentiable.
 
-    Same shapes and mask convention as `attention`. The softmax runs in float32 or wider:
-    bf16 and fp16 scores are upcast (bf16 on CUDA is the common case); the output has v's
-    dtype. A query with no kept key outputs zeros, and its gradients are zeros, not NaN.
+    Same shapes and mask convention as `attention` (the mask a torch bool tensor). The scores
+    and the softmax run in float32 or wider: bf16 and fp16 q and k are upcast before the score
+    product (bf16 on CUDA is the common case); the output has v's dtype. A query with no kept
+    key outputs zeros, and its gradients are zeros, not NaN.
     """
     raise NotImplementedError('see README.md, section "Attention in torch"')

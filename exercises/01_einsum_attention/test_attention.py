@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from grader.core.checks import assert_close, assert_equal
 
 TOL = dict(rtol=1e-9, atol=1e-12)   # float64 throughout: only summation order differs
+TORCH_TOL = dict(rtol=1e-4, atol=1e-6)   # torch_attention may compute in float32 ("float32 or wider")
 
 
 @pytest.mark.points(1)
@@ -66,4 +67,4 @@ def test_torch_attention_matches_numpy_version(submission):
     """torch_attention returns a tensor that agrees with scaled_dot_product_attention"""
     q, k, v = torch.randn(3, 2, 2, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     expected = F.scaled_dot_product_attention(q, k, v)
-    assert_close(submission.torch_attention(q, k, v), expected, what="torch_attention(q, k, v)", tensor=True, **TOL)
+    assert_close(submission.torch_attention(q, k, v), expected, what="torch_attention(q, k, v)", tensor=True, **TORCH_TOL)

@@ -13,7 +13,7 @@ def softmax(x, axis=-1):
     """Softmax of `x` along `axis`, numerically stable for any finite logits.
 
     Entries equal to -inf get probability 0; a slice that is entirely -inf gives all zeros,
-    never NaN. Returns an array of the same shape as `x`.
+    never NaN. Returns an array of the same shape as `x`; float64 in, float64 out.
     """
     x = np.asarray(x)
     row_max = x.max(axis=axis, keepdims=True)
@@ -58,7 +58,7 @@ def attention(q, k, v, mask=None):
     q: (b, h, q_len, d), k: (b, h, k_len, d), v: (b, h, k_len, d_v) -> (b, h, q_len, d_v).
     Scores are computed with np.einsum and scaled by 1 / sqrt(d). `mask` is boolean and
     broadcastable to (b, h, q_len, k_len); True means keep. A query with no kept key
-    outputs zeros.
+    outputs zeros. float64 in, float64 out.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
@@ -74,8 +74,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads=None, causal
     Projections are x @ w: w_q (d_model, n_heads * d_head), w_k and w_v
     (d_model, n_kv_heads * d_head), w_o (n_heads * d_head, d_model). With
     n_kv_heads < n_heads (grouped-query attention) query head j uses key/value head
-    j // (n_heads // n_kv_heads), as Hugging Face's repeat_kv. `causal` applies
-    causal_mask(s, s).
+    j // (n_heads // n_kv_heads), as Hugging Face's repeat_kv; n_kv_heads=None means
+    n_kv_heads = n_heads. `causal` applies causal_mask(s, s).
     """
     n_kv_heads = n_kv_heads or n_heads
     if n_heads % n_kv_heads:
@@ -94,13 +94,14 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads=None, causal
 def torch_attention(q, k, v, mask=None):
     """`attention` for torch tensors, with torch.einsum; differentiable.
 
-    Same shapes and mask convention as `attention`. The softmax runs in float32 or wider:
-    bf16 and fp16 scores are upcast (bf16 on CUDA is the common case); the output has v's
-    dtype. A query with no kept key outputs zeros, and its gradients are zeros, not NaN.
+    Same shapes and mask convention as `attention` (the mask a torch bool tensor). The scores
+    and the softmax run in float32 or wider: bf16 and fp16 q and k are upcast before the score
+    product (bf16 on CUDA is the common case); the output has v's dtype. A query with no kept
+    key outputs zeros, and its gradients are zeros, not NaN.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = torch.einsum("bhqd,bhkd->bhqk", q, k)
-    scores = scores.to(torch.promote_types(scores.dtype, torch.float32)) * scale
+    wide = torch.promote_types(q.dtype, torch.float32)     # bf16/fp16 scores would be rounded before exp
+    scores = torch.einsum("bhqd,bhkd->bhqk", q.to(wide), k.to(wide)) * scale
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
         has_key = mask.any(dim=-1, keepdim=True)
