@@ -10,7 +10,7 @@ import pytest
 from grader.core.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
 from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
-from grader.running.variants import base_source, variants_of
+from grader.running.variants import INDEPENDENT, base_source, independent_path, variants_of
 
 TASKS = all_tasks()
 IDS = [t.name for t in TASKS]
@@ -113,11 +113,16 @@ def test_variants_apply_and_name_readme_concepts(task):
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
 def test_readme_rules_are_listed_beside_the_suite(task):
-    """Every rule the README marks is listed in contracts.py (same ids, order and section), the
-    Chinese README marks the same rules, and every rule has a mutant that breaks it."""
+    """Every rule the README marks (`<!-- rule: id -->`) is listed in contracts.py (same ids, order
+    and section), the Chinese README marks the same rules in its section of the same name, and
+    every rule has a mutant that breaks it."""
     rules = rules_of(task)
+    assert rules, "contracts.py beside the hidden suite lists no rules"
     english = readme_rule_ids(task.exercise_dir / "README.md")
-    assert english == [rule.id for rule in rules], "README.md markers and contracts.py RULES differ"
+    assert len(english) == len(set(english)), "a rule is marked twice in README.md"
+    assert english == [rule.id for rule in rules], \
+        {"marked, not listed": sorted(set(english) - {r.id for r in rules}),
+         "listed, not marked": sorted({r.id for r in rules} - set(english)), "or": "the order differs"}
     assert readme_rule_ids(task.exercise_dir / "README.zh-CN.md") == english, \
         "README.zh-CN.md marks other rules than README.md"
     english_sections = readme_rule_sections(task.exercise_dir / "README.md")
@@ -127,6 +132,15 @@ def test_readme_rules_are_listed_beside_the_suite(task):
         assert f"({rule.section})" in chinese_sections[rule.id] or f"（{rule.section}）" in chinese_sections[rule.id], \
             f"{rule.id} is marked outside the Chinese section of {rule.section!r}"
     broken = {v.rule for v in variants_of(task) if v.kind == "mutant"}
-    assert not broken - {rule.id for rule in rules} - {None}, f"mutants name unlisted rules: {broken - set(english)}"
-    if rules:
-        assert not {rule.id for rule in rules} - broken, f"rules without a mutant: {set(english) - broken}"
+    assert not broken - set(english) - {None}, f"mutants name unlisted rules: {broken - set(english) - {None}}"
+    assert not set(english) - broken, f"rules without a mutant: {sorted(set(english) - broken)}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_an_independent_solution_comes_with_its_own_bugs(task):
+    """Each suite keeps a solution written from the learner's view alone, as an alternative, and at
+    least eight bugs planted in it, as mutants."""
+    independent = [v for v in variants_of(task) if v.base == INDEPENDENT]
+    assert independent_path(task).is_file(), f"no {independent_path(task).relative_to(task.hidden_dir.parent)}"
+    assert sum(v.kind == "alternative" for v in independent) >= 1
+    assert sum(v.kind == "mutant" for v in independent) >= 8

@@ -52,11 +52,12 @@ def breakdown(table, categories, by="self_cpu_us"):
 
     `categories` maps a label to a regular expression or a list of them; a row belongs to the
     first label (in the dict's order) with a pattern that `re.search`es its name, and to
-    "other" when none does. Only host-side rows (`device_type == "cpu"`) count: on a GPU
-    table every kernel's time is also the self device time of the op that launched it, so
-    adding the kernel rows would count it twice. `by` is "self_cpu_us" or "self_device_us".
-    Returns {label: ms for every label in `categories`, "other": ms}; the values add up to
-    the total of column `by` over the host-side rows, in milliseconds.
+    "other" when none does (a label named "other" adds to that same key). Only host-side
+    rows (`device_type == "cpu"`) count: on a GPU table every kernel's time is also the self
+    device time of the op that launched it, so adding the kernel rows would count it twice.
+    `by` is "self_cpu_us" or "self_device_us". Returns {label: ms for every label in
+    `categories`, "other": ms}; the values add up to the total of column `by` over the
+    host-side rows, in milliseconds.
     """
     raise NotImplementedError('see README.md, section "Self and total time"')
 
@@ -70,9 +71,10 @@ def step_breakdown(trace):
     covered by the host's regions of that phase (cat "user_annotation"): the profiler's own
     `enumerate(DataLoader)...` and `Optimizer.step#...` regions and the scenario's
     `record_function("forward")` / `record_function("backward")`; overlapping regions of one
-    phase count once. When the trace holds kernels (cat "kernel", a CUDA trace) each step also
-    has `device_busy_ms`, the union of the kernel intervals clipped to the step's span, and
-    `device_idle_fraction`, 1 - busy / wall.
+    phase count once, and a region counts only inside its step. When the trace holds kernels
+    (cat "kernel", a CUDA trace) every step also has `device_busy_ms`, the union of the kernel
+    intervals clipped to the step's span (copies are not kernels), and `device_idle_fraction`,
+    1 - busy / wall.
     """
     raise NotImplementedError('see README.md, section "Steps and phases"')
 
@@ -88,16 +90,17 @@ def diagnose(table, trace):
 
     CPU trace (no kernels): data_loading and optimizer are the time in those phases
     (`step_breakdown`); host_sync the self CPU time of SYNC_OPS; gemm and attention the self
-    CPU time of GEMM_OPS and ATTENTION_OPS; launch_overhead the self CPU time of tiny ops
-    (average self CPU time per call under TINY_OP_US; sync ops excluded).
+    CPU time of GEMM_OPS and ATTENTION_OPS; launch_overhead the self CPU time of tiny rows
+    (host-side rows, regions included, whose average self CPU time per call is under
+    TINY_OP_US; sync ops excluded). Table times are divided by the number of steps.
 
     CUDA trace: every moment of a step is device-busy or device-idle. Busy time goes to gemm
     and attention by the self device time of their ops, and to optimizer by the device time
-    of the ops inside Optimizer.step. Idle time goes to what the host was doing meanwhile:
-    inside a DataLoader region -> data_loading, inside an Optimizer.step region -> optimizer,
-    from the end of a sync call (SYNC_OPS) until the next kernel starts -> host_sync (after a
-    sync the device has nothing queued), any other idle time -> launch_overhead (the device
-    waits for kernels to be launched).
+    of the ops inside Optimizer.step. Idle time goes to what the host was doing meanwhile,
+    the first of these that applies: inside a DataLoader region -> data_loading, inside an
+    Optimizer.step region -> optimizer, from the end of a sync call (SYNC_OPS) until the next
+    kernel starts -> host_sync (after a sync the device has nothing queued), any other idle
+    time -> launch_overhead (the device waits for kernels to be launched).
     """
     raise NotImplementedError('see README.md, section "Diagnosis"')
 

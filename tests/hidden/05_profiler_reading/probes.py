@@ -12,38 +12,95 @@ scenarios = sibling_module(__file__, "scenarios")
 
 
 def profile_counting_calls(module, steps, warmup, size):
-    """profile_steps on a step that runs three known ops (mm, sigmoid, sum) and counts its calls."""
+    """profile_steps on a step that runs three known ops (mm, sigmoid, sum) inside a region
+    naming the call (`call#k`, k counting from 0), and counts its calls."""
     gen = torch.Generator().manual_seed(size)
     a, b = torch.randn(size, size + 1, generator=gen), torch.randn(size + 1, size + 2, generator=gen)
     calls = 0
 
     def step():
         nonlocal calls
+        with torch.profiler.record_function(f"call#{calls}"):
+            torch.mm(a, b).sigmoid().sum()
         calls += 1
-        torch.mm(a, b).sigmoid().sum()
 
     with scenarios.one_thread():
         result = module.profile_steps(step, steps=steps, warmup=warmup)
     table, trace = result if isinstance(result, (tuple, list)) and len(result) == 2 else (result, None)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
     complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    steps_ = [e for e in complete
+              if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
+
+    def step_around(event):
+        return next((s["name"] for s in steps_
+                     if s["ts"] <= event["ts"] and event["ts"] + event["dur"] <= s["ts"] + s["dur"]), None)
+
     return {"calls": calls, "table": table, "trace_is_dict": isinstance(trace, dict),
-            "steps": [e["name"] for e in complete if e.get("cat") == "user_annotation"
-                      and str(e.get("name", "")).startswith("ProfilerStep#")],
+            "steps": [e["name"] for e in steps_],
+            "recorded_calls": sorted((e["name"], step_around(e)) for e in complete
+                                     if str(e.get("name", "")).startswith("call#")),
             "mm_inputs": [e.get("args", {}).get("Input Dims") for e in complete if e.get("name") == "aten::mm"],
-            "mm_events": sum(e.get("name") == "aten::mm" for e in complete)}
+            "mm_events": sum(e.get("name") == "aten::mm" for e in complete),
+            "trace_us": {"aten::mm": sum(e["dur"] for e in complete if e.get("name") == "aten::mm"),
+                         "ProfilerStep*": sum(e["dur"] for e in steps_)}}
+
+
+def profile_asking_for_cuda(module):
+    """profile_steps(device="cuda") with the activities it asks torch.profiler.profile for
+    recorded. Without a GPU the device is simulated (torch.cuda's synchronize and events) and
+    the profiler records the host only, which is all this machine has."""
+    asked = []
+    original_init = torch.profiler.profile.__init__
+    real_cuda = torch.cuda.is_available()
+
+    def recording_init(self, *args, **kwargs):
+        activities = kwargs.get("activities")
+        asked.append({"activities": None if activities is None else sorted(str(a) for a in activities),
+                      "use_cuda": kwargs.get("use_cuda")})
+        if not real_cuda:
+            kwargs.pop("use_cuda", None)
+            if activities is not None:
+                kwargs["activities"] = [a for a in activities if a != torch.profiler.ProfilerActivity.CUDA]
+        original_init(self, *args, **kwargs)
+
+    a = torch.ones(16, 16)
+    torch.profiler.profile.__init__ = recording_init
+    try:
+        with contextlib.nullcontext() if real_cuda else simulated_cuda(SimulatedStream()):
+            module.profile_steps(lambda: a @ a, steps=2, warmup=1, device="cuda")
+    finally:
+        torch.profiler.profile.__init__ = original_init
+    return asked
+
+
+def _sleeper(first_ms, first_calls, then_ms, outlier_call=None, outlier_ms=None):
+    """A function that sleeps `first_ms` on its `first_calls` first calls, `outlier_ms` on call
+    number `outlier_call` (from 1) and `then_ms` otherwise, and measures each of its calls itself:
+    a timing around a call can only be longer than what the call measured inside."""
+    durations = []
+
+    def fn():
+        call = len(durations) + 1
+        ms = outlier_ms if call == outlier_call else first_ms if call <= first_calls else then_ms
+        begin = time.perf_counter()
+        time.sleep(ms / 1000.0)
+        durations.append((time.perf_counter() - begin) * 1000.0)
+
+    return fn, durations
 
 
 def time_sleeps(module, base_ms, outlier_ms, iters, warmup):
     """time_ms of a function that sleeps `base_ms`, except on its first timed call (`outlier_ms`)."""
-    calls = 0
+    fn, durations = _sleeper(base_ms, 0, base_ms, outlier_call=warmup + 1, outlier_ms=outlier_ms)
+    return {"ms": module.time_ms(fn, iters=iters, warmup=warmup), "calls": len(durations), "durations_ms": durations}
 
-    def fn():
-        nonlocal calls
-        calls += 1
-        time.sleep((outlier_ms if calls == warmup + 1 else base_ms) / 1000.0)
 
-    return {"ms": module.time_ms(fn, iters=iters, warmup=warmup), "calls": calls}
+def time_slow_warmup(module, warmup_ms, base_ms, iters, warmup):
+    """time_ms of a function whose `warmup` first calls sleep `warmup_ms` (the one-time costs of
+    a first call) and the rest `base_ms`."""
+    fn, durations = _sleeper(warmup_ms, warmup, base_ms)
+    return {"ms": module.time_ms(fn, iters=iters, warmup=warmup), "calls": len(durations), "durations_ms": durations}
 
 
 class SimulatedStream:
