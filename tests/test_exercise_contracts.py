@@ -9,7 +9,8 @@ import pytest
 
 from grader.core.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
-from grader.running.variants import base_source, variants_of
+from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
+from grader.running.variants import INDEPENDENT, base_source, independent_path, variants_of
 
 TASKS = all_tasks()
 IDS = [t.name for t in TASKS]
@@ -108,3 +109,33 @@ def test_variants_apply_and_name_readme_concepts(task):
         if variant.kind == "mutant":
             assert variant.concept in sections, f"{variant.name}: {variant.concept!r} is not a README section"
     assert len({v.name for v in variants}) == len(variants)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_readme_rules_are_listed_beside_the_suite(task):
+    """Every rule marker of the README is a rule in contracts.py (same id, same section), the
+    Chinese README marks the same rules, and every mutant breaks a listed rule."""
+    rules = rules_of(task)
+    ids = [rule.id for rule in rules]
+    marked = readme_rule_sections(task.readme)
+    assert len(set(ids)) == len(ids), "contracts.py lists a rule twice"
+    assert sorted(ids) == sorted(marked), \
+        {"marked in README.md, not listed": sorted(set(marked) - set(ids)),
+         "listed, not marked in README.md": sorted(set(ids) - set(marked))}
+    assert readme_rule_ids(task.exercise_dir / "README.zh-CN.md") == readme_rule_ids(task.readme), \
+        "README.zh-CN.md must mark the same rules as README.md, in the same order"
+    for rule in rules:
+        assert rule.section == marked[rule.id], f"{rule.id}: listed under {rule.section!r}, marked in {marked[rule.id]!r}"
+    unknown = {v.rule for v in variants_of(task) if v.kind == "mutant" and v.rule} - set(ids)
+    assert not unknown, f"mutants break rules that contracts.py does not list: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_an_independent_solution_comes_with_its_bugs(task):
+    """An independent solution kept beside a suite is graded as an alternative, with at least
+    eight of its author's bugs as mutants."""
+    if not independent_path(task).is_file():
+        pytest.skip("no independent solution beside this suite yet")
+    variants = [v for v in variants_of(task) if v.base == INDEPENDENT]
+    assert any(v.kind == "alternative" for v in variants), "the independent solution is not graded as an alternative"
+    assert sum(v.kind == "mutant" for v in variants) >= 8, "fewer than eight independent mutants"
