@@ -731,6 +731,32 @@ def test_residual_stream_is_one_block_input_per_layer(submission):
                                  f"bytes_per_value={size}): expected {expected:,}, got {number(got)}")
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept("Activations")
+def test_activations_are_linear_in_batch(submission):
+    """activation_bytes(batch=5) is exactly 5 x activation_bytes(batch=1)"""
+    for config, seq_len in [(zoo(LLAMA_8B), 4096), (SMALL["mixtral"], 100), (zoo("gemma-2b"), 333)]:
+        one, five = (submission.activation_bytes(config, batch, seq_len) for batch in (1, 5))
+        assert close(five, 5 * one, LINEAR), (f"activation_bytes({config['model_type']}, seq_len={seq_len}): batch 1 gives "
+                                             f"{one!r}, batch 5 gives {five!r}, not 5 times as much")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Activations")
+def test_gpt2_activations_are_refused(submission):
+    """activation_bytes, and fits and oom_culprit for training, raise ValueError for gpt2; inference is fine"""
+    gpt2 = zoo("gpt2")
+    for what, function, args in [
+            ("activation_bytes(gpt2, 1, 128)", submission.activation_bytes, (gpt2, 1, 128)),
+            ("fits(gpt2, 'full', 80 GB)", submission.fits, (gpt2, "full", 80e9)),
+            ("oom_culprit(gpt2 LoRA at seq 1024 -> 4096)", submission.oom_culprit,
+             ({"config": gpt2, "method": "lora", "seq_len": 1024}, {"config": gpt2, "method": "lora", "seq_len": 4096}))]:
+        got = raised(function, *args)
+        assert got == "ValueError", f"{what}: expected ValueError, " + ("got a result" if got is None else f"got {got}")
+    got = submission.fits(gpt2, "inference", 80e9)
+    assert got is True, f"fits(gpt2, 'inference', 80 GB): 0.25 GB of weights and 0.08 GB of cache fit, got {got!r}"
+
+
 def check_activations(got, measured, what, kept="saved for backward"):
     assert isinstance(got, Real) and got > 0, f"{what}: expected a number of bytes, got {got!r}"
     error = got / measured - 1
@@ -781,33 +807,17 @@ def test_activations_grow_with_the_square_of_the_sequence(submission):
         f"activation_bytes(Llama-3-8B) grows x{growth:.2f} from seq_len 1024 to 4096; measured x{expected:.2f}")
 
 
-@pytest.mark.points(1)
-@pytest.mark.concept("Activations")
-def test_activations_are_linear_in_batch(submission):
-    """activation_bytes(batch=5) is exactly 5 x activation_bytes(batch=1)"""
-    for config, seq_len in [(zoo(LLAMA_8B), 4096), (SMALL["mixtral"], 100), (zoo("gemma-2b"), 333)]:
-        one, five = (submission.activation_bytes(config, batch, seq_len) for batch in (1, 5))
-        assert close(five, 5 * one, LINEAR), (f"activation_bytes({config['model_type']}, seq_len={seq_len}): batch 1 gives "
-                                             f"{one!r}, batch 5 gives {five!r}, not 5 times as much")
-
-
-@pytest.mark.points(1)
-@pytest.mark.concept("Activations")
-def test_gpt2_activations_are_refused(submission):
-    """activation_bytes, and fits and oom_culprit for training, raise ValueError for gpt2; inference is fine"""
-    gpt2 = zoo("gpt2")
-    for what, function, args in [
-            ("activation_bytes(gpt2, 1, 128)", submission.activation_bytes, (gpt2, 1, 128)),
-            ("fits(gpt2, 'full', 80 GB)", submission.fits, (gpt2, "full", 80e9)),
-            ("oom_culprit(gpt2 LoRA at seq 1024 -> 4096)", submission.oom_culprit,
-             ({"config": gpt2, "method": "lora", "seq_len": 1024}, {"config": gpt2, "method": "lora", "seq_len": 4096}))]:
-        got = raised(function, *args)
-        assert got == "ValueError", f"{what}: expected ValueError, " + ("got a result" if got is None else f"got {got}")
-    got = submission.fits(gpt2, "inference", 80e9)
-    assert got is True, f"fits(gpt2, 'inference', 80 GB): 0.25 GB of weights and 0.08 GB of cache fit, got {got!r}"
-
-
 # ---------------------------------------------------------------- gradient checkpointing
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Gradient checkpointing")
+def test_checkpointing_is_linear_in_batch(submission):
+    """the checkpointed peak of batch 3 is exactly 3 x that of batch 1"""
+    for config, seq_len in [(zoo(LLAMA_8B), 2048), (SMALL["deep"], 50)]:
+        one, three = (submission.activation_bytes(config, batch, seq_len, checkpointing=True) for batch in (1, 3))
+        assert close(three, 3 * one, LINEAR), (f"activation_bytes({config['model_type']}, seq_len={seq_len}, "
+                                              f"checkpointing=True): batch 1 gives {one!r}, batch 3 gives {three!r}")
+
 
 @pytest.mark.points(2)
 @pytest.mark.concept("Gradient checkpointing")
@@ -833,16 +843,6 @@ def test_checkpointing_of_full_size_models(submission):
         got = submission.activation_bytes(zoo(name), batch, seq_len, checkpointing=True)
         check_activations(got, measured, f"activation_bytes({name}, batch={batch}, seq_len={seq_len}, "
                                          "checkpointing=True)", CHECKPOINTED_PEAK)
-
-
-@pytest.mark.points(1)
-@pytest.mark.concept("Gradient checkpointing")
-def test_checkpointing_is_linear_in_batch(submission):
-    """the checkpointed peak of batch 3 is exactly 3 x that of batch 1"""
-    for config, seq_len in [(zoo(LLAMA_8B), 2048), (SMALL["deep"], 50)]:
-        one, three = (submission.activation_bytes(config, batch, seq_len, checkpointing=True) for batch in (1, 3))
-        assert close(three, 3 * one, LINEAR), (f"activation_bytes({config['model_type']}, seq_len={seq_len}, "
-                                              f"checkpointing=True): batch 1 gives {one!r}, batch 3 gives {three!r}")
 
 
 # ---------------------------------------------------------------- on a GPU
