@@ -36,7 +36,8 @@ def lora_param_count(config, r, target_modules="all-linear"):
     "all-linear" adapts every linear layer inside the decoder blocks, not lm_head (peft's
     convention); a list of names (e.g. ["q_proj", "v_proj"]) adapts the layers of those names
     in every block. README.md lists the names per model type (mixtral: every expert's w1, w2,
-    w3 and the router gate).
+    w3 and the router gate). A name the model type does not have, or a string other than
+    "all-linear", raises ValueError.
     """
     raise NotImplementedError('see README.md, section "LoRA parameters"')
 
@@ -48,7 +49,7 @@ def training_memory(config, method="full", *, lora_r=16, lora_targets="all-linea
     = 16 bytes/param. lora: frozen bf16 base (2 bytes/param) and the adapters' complete state
     (16 bytes per LoRA parameter) under "lora". qlora: 4-bit base (0.5 byte/param plus one
     fp32 absmax per block of 64 parameters) and the same adapters. n_gpus > 1 shards every
-    block evenly (FSDP). Activations are not included.
+    block evenly (FSDP). Activations are not included. Any other method raises ValueError.
     """
     raise NotImplementedError('see README.md, section "Training state memory"')
 
@@ -65,7 +66,8 @@ def residual_stream_bytes(config, batch, seq_len, bytes_per_value=2):
 
 def activation_bytes(config, batch, seq_len, *, checkpointing=False, bytes_per_value=2):
     """Bytes of activations kept for backward by one training forward (with the loss) of the
-    Hugging Face model with eager attention, for the llama-like model types (not gpt2).
+    Hugging Face model with eager attention, for the llama-like model types (gpt2 raises
+    ValueError).
 
     Without checkpointing: every tensor autograd saves, counted once. With checkpointing=True:
     the peak under gradient checkpointing, i.e. what is saved outside the decoder blocks, each
@@ -111,7 +113,7 @@ def fits(config, method, gpu_memory, *, n_gpus=1, batch=1, seq_len=2048, checkpo
 
 
 def oom_culprit(before, after):
-    """Which memory block grew most from setup `before` to setup `after`.
+    """Which memory block grew most, in bytes, from setup `before` to setup `after`.
 
     Each setup is a dict with the arguments of `fits` (config, method, n_gpus, batch, seq_len,
     checkpointing; same defaults) and optionally optimizer (a key of OPTIMIZER_STATE_BYTES,

@@ -19,6 +19,8 @@ A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e1
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "adamw_8bit": 2, "sgd_momentum": 4, "sgd": 0}
 
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "gemma", "mixtral")
+ATTENTION_BIAS_READERS = ("llama", "gemma")   # the model types whose code reads `attention_bias`
+MLP_BIAS_READERS = ("llama",)                 # ... and `mlp_bias`
 TRAINING_METHODS = ("full", "lora", "qlora")
 QLORA_BLOCK = 64                   # parameters per 4-bit block, each with one fp32 absmax
 OOM_BLOCKS = ("weights", "grads", "optimizer", "activations", "kv_cache")
@@ -55,15 +57,17 @@ def _arch(config):
     if family not in LLAMA_LIKE:
         raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + ('gpt2',)}")
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    attention_bias = family == "qwen2" or config.get("attention_bias", False)
+    # Only the model types whose Hugging Face code reads a bias key have that bias; Qwen2 always
+    # has q, k, v biases and no o bias, Mistral and Mixtral never have any.
+    attention_bias = family in ATTENTION_BIAS_READERS and bool(config.get("attention_bias", False))
     return _Arch(family, hidden, config["num_hidden_layers"], heads,
                  config.get("num_key_value_heads") or heads,
                  config.get("head_dim") or hidden // heads,
                  config["intermediate_size"], config["vocab_size"],
                  config.get("tie_word_embeddings", family == "gemma"),
-                 qkv_bias=attention_bias,
-                 o_bias=attention_bias and family != "qwen2",     # Qwen2: biases on q, k, v only
-                 mlp_bias=config.get("mlp_bias", False),
+                 qkv_bias=attention_bias or family == "qwen2",
+                 o_bias=attention_bias,
+                 mlp_bias=family in MLP_BIAS_READERS and bool(config.get("mlp_bias", False)),
                  experts=config["num_local_experts"] if family == "mixtral" else 0,
                  top_k=config["num_experts_per_tok"] if family == "mixtral" else 0)
 
@@ -111,10 +115,13 @@ def lora_param_count(config, r, target_modules="all-linear"):
     "all-linear" adapts every linear layer inside the decoder blocks, not lm_head (peft's
     convention); a list of names (e.g. ["q_proj", "v_proj"]) adapts the layers of those names
     in every block. README.md lists the names per model type (mixtral: every expert's w1, w2,
-    w3 and the router gate).
+    w3 and the router gate). A name the model type does not have, or a string other than
+    "all-linear", raises ValueError.
     """
     arch = _arch(config)
     linears = _block_linears(arch)
+    if isinstance(target_modules, str) and target_modules != "all-linear":
+        raise ValueError(f'target_modules is "all-linear" or a list of layer names, not {target_modules!r}')
     if target_modules != "all-linear":
         known = {name for name, *_ in linears}
         unknown = set(target_modules) - known
@@ -131,7 +138,7 @@ def training_memory(config, method="full", *, lora_r=16, lora_targets="all-linea
     = 16 bytes/param. lora: frozen bf16 base (2 bytes/param) and the adapters' complete state
     (16 bytes per LoRA parameter) under "lora". qlora: 4-bit base (0.5 byte/param plus one
     fp32 absmax per block of 64 parameters) and the same adapters. n_gpus > 1 shards every
-    block evenly (FSDP). Activations are not included.
+    block evenly (FSDP). Activations are not included. Any other method raises ValueError.
     """
     if method not in TRAINING_METHODS:
         raise ValueError(f"method must be one of {TRAINING_METHODS}, not {method!r}")
@@ -185,7 +192,8 @@ def _layer_saved(arch, batch, seq_len, b, f):
 
 def activation_bytes(config, batch, seq_len, *, checkpointing=False, bytes_per_value=2):
     """Bytes of activations kept for backward by one training forward (with the loss) of the
-    Hugging Face model with eager attention, for the llama-like model types (not gpt2).
+    Hugging Face model with eager attention, for the llama-like model types (gpt2 raises
+    ValueError).
 
     Without checkpointing: every tensor autograd saves, counted once. With checkpointing=True:
     the peak under gradient checkpointing, i.e. what is saved outside the decoder blocks, each
@@ -258,7 +266,7 @@ def fits(config, method, gpu_memory, *, n_gpus=1, batch=1, seq_len=2048, checkpo
 
 
 def oom_culprit(before, after):
-    """Which memory block grew most from setup `before` to setup `after`.
+    """Which memory block grew most, in bytes, from setup `before` to setup `after`.
 
     Each setup is a dict with the arguments of `fits` (config, method, n_gpus, batch, seq_len,
     checkpointing; same defaults) and optionally optimizer (a key of OPTIMIZER_STATE_BYTES,

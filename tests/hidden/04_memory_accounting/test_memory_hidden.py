@@ -16,6 +16,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from grader.core.checks import GRADING, sibling_module
+from grader.core.submission import StudentError
 
 oracles = sibling_module(__file__, "oracles")
 
@@ -24,9 +25,25 @@ oracles = sibling_module(__file__, "oracles")
 # the drawn input anyway, only its features).
 GRADING_CONFIGS = settings(GRADING, phases=(Phase.explicit, Phase.generate))
 
-EXACT = 1e-9                  # bytes are exact; only the float division by n_gpus may round
-ACTIVATION_TOLERANCE = 0.25   # an estimate derived term by term, not a replay of every saved tensor
-GPU_STATE_TOLERANCE = 0.10    # allocator rounding, rotary buffers, cuBLAS workspace
+# Tolerances, each with the largest error a correct solution shows and the smallest error by which
+# the nearest mutant is caught (margins.py prints the activation figures).
+# Bytes are exact; only a float division (by n_gpus) may round: correct solutions differ by at
+# most 1e-16, the nearest mutant (a QLoRA scale floored on a partial block) by 3.9e-5.
+EXACT = 1e-9
+# An estimate derived term by term, not a replay of every saved tensor: correct solutions (the
+# reference, the independent solution, the alternatives) stay within 6.7% of every measurement;
+# the nearest mutant the tolerance catches (k and v not repeated to every head) is 35% off, and
+# on the seq_len^2 growth 0.003% against 30% (the fp32 softmax output forgotten).
+ACTIVATION_TOLERANCE = 0.25
+# Exact linearity in batch: correct solutions are exact (integers); the nearest mutant (RoPE
+# tables counted once per forward) is off by 3.7e-3.
+LINEAR = 1e-12
+# On CUDA (estimated, not yet measured on a device): one step holds the 16 bytes/param plus the
+# cuBLAS workspace and rotary buffers, about +2% for this ~100M model; the nearest mutants
+# (fp32 grads, no master copy) are +12.5% and -25% off.
+GPU_STATE_TOLERANCE = 0.10
+# On CUDA: the peak also holds backward's transient buffers (not measured on a device yet; the
+# nearest mutant it catches, the seq_len^2 probabilities left out, is 50% low at seq 512).
 GPU_ACTIVATION_TOLERANCE = 0.25
 
 # The source map's figures for Llama-3-8B (8.03 B parameters) on an H100 SXM, as it rounds them.
@@ -65,10 +82,7 @@ def describe(config):
         parts.append(f"explicit head_dim (heads x head_dim {width} hidden_size)")
     parts.append("tied embeddings" if config.get("tie_word_embeddings", config["model_type"] == "gemma")
                  else "untied embeddings")
-    if config["model_type"] == "qwen2" or config.get("attention_bias"):
-        parts.append("attention biases")
-    if config.get("mlp_bias"):
-        parts.append("MLP biases")
+    parts += [f"{key}: true" for key in ("attention_bias", "mlp_bias") if config.get(key)]
     if config["model_type"] == "mixtral":
         parts.append(f"{config['num_local_experts']} experts, top-{config['num_experts_per_tok']}")
     return f"{config['model_type']} config ({', '.join(parts)})"
@@ -85,6 +99,17 @@ def number(got):
 
 def difference(got, expected):
     return f"{got - expected:+,}" if isinstance(got, Real) else "n/a"
+
+
+def raised(function, *args, **kwargs):
+    """The name of the exception a learner's function raised, or None when it returned."""
+    try:
+        function(*args, **kwargs)
+    except StudentError as exc:
+        if exc.not_implemented:
+            raise
+        return exc.info["type"]
+    return None
 
 
 # ---------------------------------------------------------------- drawn configs
@@ -104,10 +129,10 @@ def llama_like(draw, families=("llama", "mistral", "qwen2", "gemma", "mixtral"))
               "tie_word_embeddings": draw(st.booleans())}
     if explicit:
         config["head_dim"] = head_dim
-    if family in ("llama", "gemma"):
-        config["attention_bias"] = draw(st.booleans())
-    if family == "llama":
-        config["mlp_bias"] = draw(st.booleans())
+    # Every model type may carry the bias keys; only llama and gemma read attention_bias, only llama
+    # mlp_bias, and the meta-device model says which.
+    config["attention_bias"] = draw(st.booleans())
+    config["mlp_bias"] = draw(st.booleans())
     if family == "mixtral":
         config["num_local_experts"] = draw(st.integers(2, 6))
         config["num_experts_per_tok"] = draw(st.integers(1, 2))
@@ -121,9 +146,14 @@ GPT2_VARIANTS = [
 ]
 
 # Scaled-down configs for CPU measurements: every model type, GQA and MQA, an explicit head_dim
-# wider than hidden_size, biases, experts, a vocabulary large enough for the loss to dominate
-# (as in Gemma 2B at short sequences), and a deep narrow model whose block inputs dominate the
-# checkpointed peak.
+# wider than hidden_size, biases, a vocabulary large enough for the loss to dominate (as in Gemma
+# 2B at short sequences), experts wide enough for the routed tokens' MLPs to dominate, many heads
+# over few KV heads so that the repeated k and v dominate, and a deep narrow model whose block
+# inputs dominate the checkpointed peak. Each term of the README's table is the largest part of
+# some measurement, so leaving one out misses by more than the tolerance somewhere.
+# (One corner is kept out on purpose: with a single KV head at batch 1, PyTorch's matmul reads the
+# repeated k and v as a stride-0 view and saves no copy, so an attention-dominated MQA model at
+# batch 1 saves less than the README's table says.)
 SMALL = {
     "llama": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 3000, "tie_word_embeddings": False},
@@ -131,20 +161,24 @@ SMALL = {
               "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 200, "tie_word_embeddings": True},
     "gemma": {"model_type": "gemma", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "vocab_size": 250},
-    "mixtral": {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "mixtral": {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 512, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300, "num_local_experts": 4,
                 "num_experts_per_tok": 2, "tie_word_embeddings": False},
+    "heads": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 128,
+              "tie_word_embeddings": False},
     "deep": {"model_type": "mistral", "hidden_size": 128, "intermediate_size": 128, "num_hidden_layers": 16,
              "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 128, "tie_word_embeddings": False},
 }
-# (batch, seq_len, bytes per value): short and long sequences, bf16 and fp32 training; the deep
-# model needs only one.
+# (batch, seq_len, bytes per value): short and long sequences, bf16 and fp32 training. The deep
+# model needs only one; the many-heads model only short sequences, where the attention
+# probabilities do not hide the projections.
 SMALL_SHAPES = [(1, 24, 2), (3, 64, 2), (2, 200, 4)]
-DEEP_SHAPES = [(2, 64, 4)]
+OWN_SHAPES = {"deep": [(2, 64, 4)], "heads": [(1, 24, 2), (2, 16, 4)]}
 
 
 def small_shapes(name):
-    return DEEP_SHAPES if name == "deep" else SMALL_SHAPES
+    return OWN_SHAPES.get(name, SMALL_SHAPES)
 
 
 # Full-size zoo configs on the meta device: (name, batch, seq_len).
@@ -224,12 +258,69 @@ def test_matmul_intensity(submission, m, n, k, size):
 @pytest.mark.points(1)
 @pytest.mark.concept("Arithmetic intensity")
 def test_bound_on_both_sides_of_the_ridge(submission):
-    """a batch-1 GEMV is memory-bound, a 4096-cube GEMM compute-bound, and the ridge splits them"""
+    """a batch-1 GEMV is memory-bound, a 4096-cube GEMM compute-bound, the ridge splits them and
+    an intensity exactly on it is compute-bound"""
     ridge = H100_PEAK_FLOPS / H100_BANDWIDTH
-    for intensity, expected in [(1.0, "memory"), (ridge * 0.99, "memory"), (ridge * 1.01, "compute"), (1365.0, "compute")]:
-        got = submission.bound(intensity, H100_PEAK_FLOPS, H100_BANDWIDTH)
-        assert got == expected, (f"bound({intensity:.1f} FLOP/byte) on an H100 (ridge {ridge:.1f}): "
-                                 f"expected {expected!r}, got {got!r}")
+    # The last two: a ridge of exactly 300 FLOP/byte (600e12 / 2e12, both exact in binary
+    # floating point), so that every way of comparing puts 300.0 on the ridge itself.
+    for intensity, flops, bandwidth, expected in [
+            (1.0, H100_PEAK_FLOPS, H100_BANDWIDTH, "memory"), (ridge * 0.99, H100_PEAK_FLOPS, H100_BANDWIDTH, "memory"),
+            (ridge * 1.01, H100_PEAK_FLOPS, H100_BANDWIDTH, "compute"), (1365.0, H100_PEAK_FLOPS, H100_BANDWIDTH, "compute"),
+            (300.0, 600e12, 2e12, "compute"), (299.9, 600e12, 2e12, "memory")]:
+        got = submission.bound(intensity, flops, bandwidth)
+        assert got == expected, (f"bound({intensity:.1f} FLOP/byte, {flops:g} FLOP/s, {bandwidth:g} B/s) "
+                                 f"(ridge {flops / bandwidth:.1f}): expected {expected!r}, got {got!r}")
+
+
+# ---------------------------------------------------------------- keys a config may leave out
+
+def without(config, *keys):
+    return {key: value for key, value in config.items() if key not in keys}
+
+
+# (what, config): keys left out or set to null, as real config.json files do.
+def sparse_configs():
+    return [("a Llama config without num_key_value_heads", without(SMALL["llama"], "num_key_value_heads")),
+            ("a Llama config with num_key_value_heads: null", {**SMALL["llama"], "num_key_value_heads": None}),
+            ("a Mistral config with head_dim: null", {**SMALL["deep"], "head_dim": None}),
+            ("a Mixtral config with head_dim: null", {**SMALL["mixtral"], "head_dim": None}),
+            ("a Gemma config without tie_word_embeddings", without(SMALL["gemma"], "tie_word_embeddings")),
+            ("a GPT-2 config with n_inner: null", {**GPT2_VARIANTS[0], "n_inner": None})]
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Units and conventions")
+def test_keys_left_out_or_null(submission):
+    """a missing or null key means what it means to Hugging Face: parameters and KV cache of the meta model"""
+    for what, config in sparse_configs():
+        expected, got = oracles.param_count(config), submission.param_count(config)
+        assert got == expected, f"param_count({what}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+        expected, got = oracles.kv_cache_bytes(config, 2, 5), submission.kv_cache_bytes(config, 2, 5)
+        assert got == expected, f"kv_cache_bytes({what}, batch=2, seq_len=5): expected {expected:,}, got {number(got)}"
+
+
+# (what, config): bias keys on every model type; only llama's and gemma's code reads attention_bias,
+# only llama's mlp_bias.
+def bias_key_configs():
+    return [("a Mistral config with attention_bias and mlp_bias: true", {**SMALL["deep"], "attention_bias": True,
+                                                                        "mlp_bias": True}),
+            ("a Mixtral config with attention_bias and mlp_bias: true", {**SMALL["mixtral"], "attention_bias": True,
+                                                                        "mlp_bias": True}),
+            ("a Qwen2 config with attention_bias: false and mlp_bias: true", {**SMALL["qwen2"], "attention_bias": False,
+                                                                             "mlp_bias": True}),
+            ("a Gemma config with attention_bias and mlp_bias: true", {**SMALL["gemma"], "attention_bias": True,
+                                                                      "mlp_bias": True}),
+            ("a Llama config with attention_bias and mlp_bias: true", {**SMALL["llama"], "attention_bias": True,
+                                                                      "mlp_bias": True})]
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Units and conventions")
+def test_bias_keys_count_where_the_model_type_reads_them(submission):
+    """attention_bias and mlp_bias add biases only in the model types whose code reads them"""
+    for what, config in bias_key_configs():
+        expected, got = oracles.param_count(config), submission.param_count(config)
+        assert got == expected, f"param_count({what}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
 
 
 # ---------------------------------------------------------------- parameters
@@ -339,6 +430,21 @@ def test_lora_counts_match_peft(submission):
     assert got == expected, f"lora_param_count(Llama-3-8B, r=16): expected {expected:,}, got {number(got)}"
 
 
+# (model, targets): names the model type's blocks do not have, and a bare string.
+BAD_TARGETS = [("llama", ["q_proj", "lm_head"]), ("mixtral", ["gate_proj"]), ("qwen2", ["w1", "w2"]),
+               ("gemma", ["c_attn"]), ("llama", "q_proj")]
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("LoRA parameters")
+def test_lora_names_a_model_lacks_raise(submission):
+    """a target name the model type's blocks do not have, or a string other than "all-linear", raises ValueError"""
+    for name, targets in BAD_TARGETS:
+        got = raised(submission.lora_param_count, SMALL[name], 8, targets)
+        assert got == "ValueError", (f"lora_param_count({name} config, r=8, {targets!r}): expected ValueError, "
+                                     + ("got a count" if got is None else f"got {got}"))
+
+
 # ---------------------------------------------------------------- training state
 
 STATE_KEYS = {"weights", "grads", "master_weights", "optimizer", "lora", "total"}
@@ -380,6 +486,16 @@ def test_map_full_fine_tune_is_128_5_gb(submission):
         f"training_memory(Llama-3-8B)['total'] = {gb(total)}; the map says {MAP_FULL_FINE_TUNE_GB} GB (1 GB = 1e9 bytes)"
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept("Training state memory")
+def test_training_memory_refuses_an_unknown_method(submission):
+    """training_memory knows full, lora and qlora; any other method raises ValueError"""
+    for method in ("inference", "ddp", "LoRA"):
+        got = raised(submission.training_memory, SMALL["llama"], method)
+        assert got == "ValueError", (f"training_memory(llama config, {method!r}): expected ValueError, "
+                                     + ("got a result" if got is None else f"got {got}"))
+
+
 # ---------------------------------------------------------------- LoRA and QLoRA memory
 
 @pytest.mark.points(2)
@@ -403,6 +519,18 @@ def test_qlora_state(submission, name):
     state = state_of(submission, config, method="qlora")
     check_state(state, {"weights": n / 2 + 4 * math.ceil(n / 64), "lora": 16 * oracles.lora_count(config, 16)},
                 f"training_memory({name}, 'qlora')")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("LoRA and QLoRA memory")
+def test_qlora_scales_a_partial_block(submission):
+    """qlora on models whose size is not a multiple of 64: the last, partial block has a scale too"""
+    for config in (SMALL["qwen2"], GPT2_VARIANTS[1]):
+        n = oracles.param_count(config)
+        assert n % 64, "course problem, not yours: this check needs a model whose size is not a multiple of 64"
+        state = state_of(submission, config, method="qlora", lora_r=4)
+        check_state(state, {"weights": n / 2 + 4 * math.ceil(n / 64), "lora": 16 * oracles.lora_count(config, 4)},
+                    f"training_memory({describe(config)} ({n:,} parameters), 'qlora', lora_r=4)")
 
 
 @pytest.mark.points(1)
@@ -464,10 +592,14 @@ def test_kv_cache_matches_the_cache_hugging_face_fills(submission):
 @pytest.mark.points(1)
 @pytest.mark.concept("KV cache")
 def test_kv_cache_of_a_long_context(submission):
-    """Llama-3-8B keeps 128 KiB per token: 64 sequences of 8192 tokens need 68.7 GB"""
-    expected = 64 * 8192 * oracles.kv_cache_bytes(zoo(LLAMA_8B), 1, 1)   # every token caches the same bytes
-    got = submission.kv_cache_bytes(zoo(LLAMA_8B), 64, 8192)
-    assert got == expected, f"kv_cache_bytes(Llama-3-8B, batch=64, seq_len=8192): expected {gb(expected)}, got {number(got)}"
+    """Llama-3-8B keeps 128 KiB per token: 64 sequences of 8192 tokens need 68.7 GB; Mistral-7B's 4096-token
+    sliding window does not cap the count"""
+    for name, batch, seq_len in [(LLAMA_8B, 64, 8192), ("mistral-7b", 2, 8192)]:
+        assert seq_len > (zoo(name).get("sliding_window") or 0)
+        expected = batch * seq_len * oracles.kv_cache_bytes(zoo(name), 1, 1)   # every token caches the same bytes
+        got = submission.kv_cache_bytes(zoo(name), batch, seq_len)
+        assert got == expected, (f"kv_cache_bytes({name}, batch={batch}, seq_len={seq_len}): expected {gb(expected)}, "
+                                 f"got {number(got)}")
 
 
 # ---------------------------------------------------------------- fits and OOM diagnosis
@@ -491,6 +623,8 @@ def fits_cases():
         (setup(method="inference", batch=1, seq_len=8192), 24e9, True),                # 16 GB + 1 GB of cache
         (setup(method="inference", batch=64, seq_len=8192), 80e9, False),              # 16 GB + 68.7 GB
         (setup(method="inference", n_gpus=2, batch=64, seq_len=8192), 80e9, True),     # half of it per GPU
+        (setup(method="inference", n_gpus=4, batch=64, seq_len=8192), 24e9, True),     # a quarter: the cache too
+        (setup(method="lora", seq_len=128, checkpointing=True), 16.6e9, False),  # 16.73 GB of r=16 all-linear state
     ]
 
 
@@ -525,6 +659,21 @@ def test_fits(submission):
                                  f"{total / 1e9:.1f} GB per GPU, so expected {expected}, got {got!r}")
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept("Does it fit?")
+def test_fits_at_the_limit(submission):
+    """an inference setup that needs exactly gpu_memory fits, one byte less does not"""
+    config, batch, seq_len = zoo(LLAMA_8B), 8, 4096
+    for n_gpus in (1, 4):
+        need = (2 * oracles.param_count(config) + batch * seq_len * oracles.kv_cache_bytes(config, 1, 1)) / n_gpus
+        assert need == int(need), "course problem, not yours: the limit must be a whole number of bytes"
+        for memory, expected in [(need, True), (need - 1, False)]:
+            got = submission.fits(config, "inference", memory, n_gpus=n_gpus, batch=batch, seq_len=seq_len)
+            assert got is expected, (f"fits(Llama-3-8B, 'inference', {memory:,.0f} bytes, n_gpus={n_gpus}, batch={batch}, "
+                                     f"seq_len={seq_len}): the setup needs {need:,.0f} bytes per GPU, so expected "
+                                     f"{expected}, got {got!r}")
+
+
 # (before, after, the block that grew most): the map's diagnoses.
 def oom_cases():
     return [
@@ -543,6 +692,11 @@ def oom_cases():
         (setup(batch=1, seq_len=512, checkpointing=True), setup(batch=16, seq_len=512), "activations",
          "bigger batch, checkpointing off"),
         (setup("llama-3.2-1b", checkpointing=True), setup(checkpointing=True), "optimizer", "1B model replaced by 8B"),
+        (setup("llama-3.2-1b", optimizer="sgd", checkpointing=True), setup(optimizer="sgd", checkpointing=True),
+         "optimizer", "1B model replaced by 8B, plain SGD: the fp32 master copy grows most"),
+        (setup(n_gpus=2, checkpointing=True), setup(n_gpus=8, checkpointing=True), "activations",
+         "more GPUs: the sharded blocks shrank, the activations and the (empty) cache did not"),
+        (setup(method="lora"), setup(method="lora"), "weights", "nothing changed"),
     ]
 
 
@@ -575,6 +729,32 @@ def test_residual_stream_is_one_block_input_per_layer(submission):
         got = submission.residual_stream_bytes(config, batch, seq_len, size)
         assert got == expected, (f"residual_stream_bytes({describe(config)}, batch={batch}, seq_len={seq_len}, "
                                  f"bytes_per_value={size}): expected {expected:,}, got {number(got)}")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Activations")
+def test_activations_are_linear_in_batch(submission):
+    """activation_bytes(batch=5) is exactly 5 x activation_bytes(batch=1)"""
+    for config, seq_len in [(zoo(LLAMA_8B), 4096), (SMALL["mixtral"], 100), (zoo("gemma-2b"), 333)]:
+        one, five = (submission.activation_bytes(config, batch, seq_len) for batch in (1, 5))
+        assert close(five, 5 * one, LINEAR), (f"activation_bytes({config['model_type']}, seq_len={seq_len}): batch 1 gives "
+                                             f"{one!r}, batch 5 gives {five!r}, not 5 times as much")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Activations")
+def test_gpt2_activations_are_refused(submission):
+    """activation_bytes, and fits and oom_culprit for training, raise ValueError for gpt2; inference is fine"""
+    gpt2 = zoo("gpt2")
+    for what, function, args in [
+            ("activation_bytes(gpt2, 1, 128)", submission.activation_bytes, (gpt2, 1, 128)),
+            ("fits(gpt2, 'full', 80 GB)", submission.fits, (gpt2, "full", 80e9)),
+            ("oom_culprit(gpt2 LoRA at seq 1024 -> 4096)", submission.oom_culprit,
+             ({"config": gpt2, "method": "lora", "seq_len": 1024}, {"config": gpt2, "method": "lora", "seq_len": 4096}))]:
+        got = raised(function, *args)
+        assert got == "ValueError", f"{what}: expected ValueError, " + ("got a result" if got is None else f"got {got}")
+    got = submission.fits(gpt2, "inference", 80e9)
+    assert got is True, f"fits(gpt2, 'inference', 80 GB): 0.25 GB of weights and 0.08 GB of cache fit, got {got!r}"
 
 
 def check_activations(got, measured, what, kept="saved for backward"):
@@ -627,17 +807,17 @@ def test_activations_grow_with_the_square_of_the_sequence(submission):
         f"activation_bytes(Llama-3-8B) grows x{growth:.2f} from seq_len 1024 to 4096; measured x{expected:.2f}")
 
 
-@pytest.mark.points(1)
-@pytest.mark.concept("Activations")
-def test_activations_are_linear_in_batch(submission):
-    """activation_bytes(batch=5) is exactly 5 x activation_bytes(batch=1)"""
-    for config, seq_len in [(zoo(LLAMA_8B), 4096), (SMALL["mixtral"], 100), (zoo("gemma-2b"), 333)]:
-        one, five = (submission.activation_bytes(config, batch, seq_len) for batch in (1, 5))
-        assert close(five, 5 * one, 1e-12), (f"activation_bytes({config['model_type']}, seq_len={seq_len}): batch 1 gives "
-                                             f"{one!r}, batch 5 gives {five!r}, not 5 times as much")
-
-
 # ---------------------------------------------------------------- gradient checkpointing
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Gradient checkpointing")
+def test_checkpointing_is_linear_in_batch(submission):
+    """the checkpointed peak of batch 3 is exactly 3 x that of batch 1"""
+    for config, seq_len in [(zoo(LLAMA_8B), 2048), (SMALL["deep"], 50)]:
+        one, three = (submission.activation_bytes(config, batch, seq_len, checkpointing=True) for batch in (1, 3))
+        assert close(three, 3 * one, LINEAR), (f"activation_bytes({config['model_type']}, seq_len={seq_len}, "
+                                              f"checkpointing=True): batch 1 gives {one!r}, batch 3 gives {three!r}")
+
 
 @pytest.mark.points(2)
 @pytest.mark.concept("Gradient checkpointing")
@@ -663,16 +843,6 @@ def test_checkpointing_of_full_size_models(submission):
         got = submission.activation_bytes(zoo(name), batch, seq_len, checkpointing=True)
         check_activations(got, measured, f"activation_bytes({name}, batch={batch}, seq_len={seq_len}, "
                                          "checkpointing=True)", CHECKPOINTED_PEAK)
-
-
-@pytest.mark.points(1)
-@pytest.mark.concept("Gradient checkpointing")
-def test_checkpointing_is_linear_in_batch(submission):
-    """the checkpointed peak of batch 3 is exactly 3 x that of batch 1"""
-    for config, seq_len in [(zoo(LLAMA_8B), 2048), (SMALL["deep"], 50)]:
-        one, three = (submission.activation_bytes(config, batch, seq_len, checkpointing=True) for batch in (1, 3))
-        assert close(three, 3 * one, 1e-12), (f"activation_bytes({config['model_type']}, seq_len={seq_len}, "
-                                              f"checkpointing=True): batch 1 gives {one!r}, batch 3 gives {three!r}")
 
 
 # ---------------------------------------------------------------- on a GPU
