@@ -1,8 +1,9 @@
-"""`grader`: check your work, grade submissions, audit the suites.
+"""`grader`: check your work, grade submissions, audit the suites, hand the course out.
 
 Exit status (all commands): 0 success; 1 check: a visible test failed / grade: a score under
---fail-under / audit: a suite failed its audit; 2 bad usage; 3 a grading was incomplete
-(collection problem, crash of the grading process): its report says why.
+--fail-under / audit: a suite failed its audit / nbgrader: the course's files do not fit a
+notebook; 2 bad usage; 3 a grading was incomplete (collection problem, crash of the grading
+process): its report says why.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.delivery.nbgrader import LANGUAGES, BuildError, write_course
 from grader.running import audit as audit_mod
 from grader.running import runner
 from grader.reports.render import audit_table, batch_table, print_report
@@ -69,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the variants run: the course's own code needs no isolation, so "
                             "in-process by default (faster); `worker` audits through the official path")
     audit.set_defaults(command=_audit)
+
+    nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course directory, one assignment per exercise")
+    nbgrader.add_argument("course_dir", type=Path, metavar="COURSE_DIR", help="created or updated")
+    nbgrader.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="only these tasks (default: all)")
+    nbgrader.add_argument("--lang", choices=LANGUAGES, default="en", help="language of the notebooks (default en)")
+    nbgrader.add_argument("--gpu", action="store_true",
+                          help="the autograder has a CUDA GPU: GPU tests count toward the grade (default: left out)")
+    nbgrader.set_defaults(command=_nbgrader)
     return parser
 
 
@@ -125,6 +135,21 @@ def _audit(args, tasks, console) -> int:
     if args.json:
         args.json.write_text(json.dumps([a.to_json() for a in audits], indent=2) + "\n", encoding="utf-8")
     return OK if all(a.ok for a in audits) else FAILED
+
+
+def _nbgrader(args, tasks, console) -> int:
+    try:
+        with console.status("collecting the suites, writing the notebooks"):
+            notebooks = write_course(args.course_dir, tasks, args.lang, count_gpu_tests=args.gpu)
+    except BuildError as exc:
+        console.print(f"[red]{exc}[/]")
+        return FAILED
+    console.print(f"wrote {args.course_dir / 'nbgrader_config.py'} and {len(notebooks)} notebook(s):")
+    for path in notebooks:
+        console.print(f"  {path}")
+    console.print(f"next, in {args.course_dir}: nbgrader generate_assignment <task> for each, then release them "
+                  "(README.md, \"nbgrader classroom\")")
+    return OK
 
 
 def _unique_names(paths: list[Path]) -> list[str]:
