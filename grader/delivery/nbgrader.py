@@ -397,6 +397,25 @@ def _with_cell_ids(notebook: dict) -> dict:
     return notebook
 
 
+def submission_notebook(released: dict, task: Task, module: str) -> dict:
+    """The released notebook as a learner who wrote `module` hands it in: its answer cells hold
+    `module`, split as the source notebook splits the reference (for benchmarks, tests, and
+    bringing a module written elsewhere into nbgrader's gradebook)."""
+    cells = module_cells(_read(task.exercise_dir / f"{task.module}.py"), module)
+    answers = {f"{MODULE_CELL_PREFIX}{f.name}": _without_markers(f.source) for f in cells.functions}
+    answers[f"{MODULE_CELL_PREFIX}helpers"] = cells.helpers
+    notebook = json.loads(json.dumps(released))
+    for cell in notebook["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = _lines(answers[grade_id])
+    return notebook
+
+
+def _without_markers(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
+
+
 # ---------------------------------------------------------------- the course directory
 
 def config_block() -> str:

@@ -28,6 +28,7 @@ score 0.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import inspect
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from grader.delivery.notebook import module_source, read_notebook
+from grader.delivery.notebook import cell_source, is_grade_cell, module_source, read_notebook
 from grader.tasks import Task, task_named
 
 FIXTURES = ("submission", "tmp_path")     # what the visible tests may ask for in a notebook
@@ -85,7 +86,8 @@ class ConceptCell:
         lost = [r for r in results if r.lost]
         if lost:
             raise VisibleTestsFailed(f"{len(lost)} of {len(results)} visible tests of {self.concept!r} failed:\n"
-                                     + "\n".join(f"- {r.title}: {(r.feedback or r.status).splitlines()[0]}" for r in lost))
+                                     + "\n".join(f"- {r.title}\n  {(r.feedback or r.status).splitlines()[0]}"
+                                                 for r in lost))
         return None
 
     # ------------------------------------------------------------ the learner's copy
@@ -120,6 +122,13 @@ class ConceptCell:
         print(f"{self.concept}: {earned:g} of {self.points:g} points")
         for test in tests:
             print(_describe(test))
+        if saved.concepts and self.concept == saved.concepts[-1]:
+            # The last test cell also shows failures whose feedback names a concept without a cell.
+            others = [t for t in task_result.tests if t.lost and t.concept not in saved.concepts]
+            if others:
+                print("  Failed tests about concepts without a test cell (counted in their own cells):")
+            for test in others:
+                print(_describe(test))
         not_graded = sum(t.max_points for t in tests if not t.graded)
         if not_graded:
             print(f"  GPU tests worth {not_graded:g} points were not graded: this autograder has no CUDA GPU.")
@@ -145,6 +154,7 @@ class SavedNotebook:
     path: Path
     module: str
     saved_at: float
+    concepts: list[str]          # of its test cells, in order
 
     @classmethod
     def find(cls, task: Task) -> "SavedNotebook":
@@ -157,17 +167,33 @@ class SavedNotebook:
         if path is None:
             raise NotebookError(f"the notebook was not found (looked for {', '.join(map(str, candidates))}); "
                                 "its test cells test the saved notebook, in the folder the kernel runs in")
-        module = module_source(read_notebook(path))
+        notebook = read_notebook(path)
+        module = module_source(notebook)
         if not module:
             raise NotebookError(f"{path.name} has no cells of the module {task.module}.py: "
                                 "were the answer cells deleted?")
-        return cls(path, module, path.stat().st_mtime)
+        return cls(path, module, path.stat().st_mtime, _test_cell_concepts(notebook))
 
     def description(self) -> str:
         if os.environ.get("NBGRADER_EXECUTION"):
             return f"tested: {self.path.name}"
         saved = datetime.fromtimestamp(self.saved_at).strftime("%H:%M:%S")
         return f"tested: {self.path.name} as saved at {saved}; save it first if you changed it since"
+
+
+def _test_cell_concepts(notebook: dict) -> list[str]:
+    concepts = []
+    for cell in notebook.get("cells", []):
+        if not is_grade_cell(cell):
+            continue
+        try:
+            tree = ast.parse(cell_source(cell))
+        except SyntaxError:
+            continue
+        concepts += [node.args[1].value for node in ast.walk(tree)
+                     if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ConceptCell"
+                     and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)]
+    return concepts
 
 
 _SCRATCH: tempfile.TemporaryDirectory | None = None
