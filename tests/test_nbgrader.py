@@ -144,6 +144,35 @@ def test_a_test_cell_reads_the_saved_notebook_in_its_folder(tmp_path, monkeypatc
         SavedNotebook.find(task)
 
 
+def run_test_cell(source: str):
+    """Run a test cell's code as a kernel would; return the value of its last line."""
+    namespace = {}
+    body, last = source.rstrip().rsplit("\n", 1)
+    exec(compile(body, "<test cell>", "exec"), namespace)
+    return eval(last, namespace)
+
+
+@pytest.mark.timeout(600)
+def test_a_notebook_for_a_gpu_autograder_counts_gpu_tests_and_says_when_none_ran(tmp_path, monkeypatch, suites, capfd):
+    task, concept = task_named("01"), "Attention in torch"
+    notebook = delivery.build_notebook(task, suites[task.name], count_gpu_tests=True)     # its module: the reference
+    (tmp_path / f"{task.name}.ipynb").write_text(json.dumps(notebook))
+    monkeypatch.chdir(tmp_path)
+    cell = next(c for c in notebook["cells"] if nbgrader_metadata(c).get("grade") and f'"{concept}"' in cell_source(c))
+    cpu = sum(t.points for t in suites[task.name] if t.concept == concept and not t.gpu)
+    gpu = sum(t.points for t in suites[task.name] if t.concept == concept and t.gpu)
+    assert gpu > 0 and nbgrader_metadata(cell)["points"] == cpu + gpu
+    points = run_test_cell(cell_source(cell))             # the source copy: graded with the hidden suite
+    out, err = capfd.readouterr()
+    import torch
+    if torch.cuda.is_available():
+        assert points == cpu + gpu, out
+    else:
+        assert points == cpu, out
+        assert f"GPU tests worth {gpu:g} points were not graded: this autograder has no CUDA GPU." in out
+    assert err == ""                                       # nothing of the grading reached stderr
+
+
 # ---------------------------------------------------------------- real nbgrader, end to end
 
 def nbgrader_environment() -> dict:

@@ -122,20 +122,22 @@ class ConceptCell:
         print(f"{self.concept}: {earned:g} of {self.points:g} points")
         for test in tests:
             print(_describe(test))
-        if saved.concepts and self.concept == saved.concepts[-1]:
-            # The last test cell also shows failures whose feedback names a concept without a cell.
+        if saved.concepts and self.concept == saved.concepts[-1]:      # the notebook's last test cell
             others = [t for t in task_result.tests if t.lost and t.concept not in saved.concepts]
             if others:
-                print("  Failed tests about concepts without a test cell (counted in their own cells):")
+                print("  Failed tests whose feedback names a concept without a test cell here:")
             for test in others:
                 print(_describe(test))
+        self._show_gpu_points(tests)
+        return float(earned)
+
+    def _show_gpu_points(self, tests) -> None:
         not_graded = sum(t.max_points for t in tests if not t.graded)
         if not_graded:
             print(f"  GPU tests worth {not_graded:g} points were not graded: this autograder has no CUDA GPU.")
         if self.gpu_points and not self.count_gpu_tests:
             print(f"  GPU tests worth {self.gpu_points:g} more points are not part of this notebook's grade "
                   "(it was written for an autograder without a GPU).")
-        return float(earned)
 
     def _check_suite(self, task_result, earned: float) -> None:
         graded_names = {_function_name(t.id) for t in task_result.tests if t.suite == "visible"}
