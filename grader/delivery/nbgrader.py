@@ -21,7 +21,6 @@ collection a grading does.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import io
 import json
@@ -29,20 +28,17 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.delivery.course_sources import (BEGIN_SOLUTION, END_SOLUTION, BuildError, module_cells, readme_in,
+                                            visible_test_parts)
 from grader.delivery.notebook import MODULE_CELL_PREFIX, NBGRADER_SCHEMA_VERSION
 from grader.running.runner import RUN_LIMIT_S
 from grader.tasks import COURSE_ROOT, HIDDEN, SOLUTIONS, Task, task_of_path
 
 LANGUAGES = ("en", "zh-CN")
-BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 CONFIG_BEGIN = "# >>> grader nbgrader >>>"
 CONFIG_END = "# <<< grader nbgrader <<<"
 COURSE_ID = "l1-exercises"
-
-
-class BuildError(ValueError):
-    """The course's files do not fit the notebook layout; the message says where."""
 
 
 # ---------------------------------------------------------------- the course's suites
@@ -86,150 +82,6 @@ def collect_suites(tasks: list[Task]) -> dict[str, list[SuiteTest]]:
     if code != 0:
         raise BuildError(f"collecting the suites failed (pytest exit {int(code)}):\n{log.getvalue()[-2000:]}")
     return {task.name: [t for t in collector.tests if t.task == task.name] for task in tasks}
-
-
-# ---------------------------------------------------------------- the learner's module
-
-@dataclass
-class FunctionCell:
-    name: str
-    section: str | None      # the README section its stub points to
-    source: str              # with the solution region
-
-
-@dataclass
-class ModuleCells:
-    header: str              # the stub's docstring, imports and constants
-    helpers: str             # the solution's other top-level code (its private helpers)
-    functions: list[FunctionCell]
-
-
-def module_cells(stub_source: str, solution_source: str) -> ModuleCells:
-    """Split a solution into the notebook's module cells, around the stub's API."""
-    stub, solution = ast.parse(stub_source), ast.parse(solution_source)
-    stub_lines, solution_lines = stub_source.splitlines(), solution_source.splitlines()
-    stub_functions = [n for n in stub.body if isinstance(n, ast.FunctionDef)]
-    if not stub_functions:
-        raise BuildError("the stub defines no function")
-    first = _first_line(stub_functions[0])
-    if any(_first_line(n) > first for n in stub.body if not isinstance(n, ast.FunctionDef)):
-        raise BuildError("the stub has top-level code after its first function; keep it above")
-    header_nodes = [n for n in stub.body if not isinstance(n, ast.FunctionDef)]
-    header_dumps = {ast.dump(n) for n in header_nodes}
-    solution_functions = {n.name: n for n in solution.body if isinstance(n, ast.FunctionDef)}
-
-    functions = []
-    for node in stub_functions:
-        if node.name not in solution_functions:
-            raise BuildError(f"the solution has no function {node.name}()")
-        source = _function_cell(stub_lines, node, solution_lines, solution_functions[node.name])
-        pointer = re.search(r'section "([^"]+)"', ast.get_source_segment(stub_source, node) or "")
-        functions.append(FunctionCell(node.name, pointer.group(1) if pointer else None, source))
-
-    helpers, previous_end = [], 0
-    api = {n.name for n in stub_functions}
-    for index, node in enumerate(solution.body):
-        chunk = solution_lines[previous_end:node.end_lineno]      # with the comments above it
-        previous_end = node.end_lineno
-        if index == 0 and _is_docstring(node):
-            continue
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-            raise BuildError("the solution imports from __future__; the stub must carry that line")
-        if getattr(node, "name", None) in api or ast.dump(node) in header_dumps:
-            continue
-        helpers.append("\n".join(chunk))
-    header = "\n".join(stub_lines[:first - 1]).strip("\n")
-    return ModuleCells(header, re.sub(r"\n{4,}", "\n\n\n", "\n".join(helpers)).strip("\n"), functions)
-
-
-def _function_cell(stub_lines, stub_node, solution_lines, solution_node) -> str:
-    """The stub's signature and docstring, the solution's body as the solution region, then the
-    rest of the stub's body (its raise), which the solution returns before reaching."""
-    head_end, body_start = _docstring_end(stub_node), _docstring_end(solution_node)
-    indent = " " * stub_node.body[0].col_offset
-    body = solution_lines[body_start:solution_node.end_lineno]
-    if not isinstance(solution_node.body[-1], (ast.Return, ast.Raise)):
-        body.append(indent + "return")      # what falling off the end did, now before the stub's raise
-    lines = [*stub_lines[_first_line(stub_node) - 1:head_end], indent + BEGIN_SOLUTION, *body,
-             indent + END_SOLUTION, *stub_lines[head_end:stub_node.end_lineno]]
-    return "\n".join(lines)
-
-
-def _first_line(node) -> int:
-    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-
-
-def _is_docstring(node) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-
-
-def _docstring_end(function) -> int:
-    """The last line of a function's signature and docstring."""
-    first = function.body[0]
-    if _is_docstring(first):
-        return first.end_lineno
-    if first.lineno == function.lineno:
-        raise BuildError(f"{function.name}(): its body starts on the line of its signature")
-    return first.lineno - 1
-
-
-# ---------------------------------------------------------------- the visible tests
-
-def visible_test_parts(path: Path, functions: list[str]) -> tuple[str, dict[str, str]]:
-    """The visible test file as its helpers (everything but the test functions and the module
-    docstring) and the source of each test function."""
-    text = path.read_text(encoding="utf-8")
-    lines, tree = text.splitlines(), ast.parse(text)
-    nodes = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    sources, removed = {}, set()
-    for name in functions:
-        node = nodes.get(name)
-        if node is None:
-            raise BuildError(f"{path.name}: {name} is not a top-level function (a notebook cell needs its source)")
-        unknown = [a.arg for a in node.args.args if a.arg not in ("submission", "tmp_path")]
-        if unknown:
-            raise BuildError(f"{path.name}: {name} asks for fixtures {unknown}; a notebook provides submission "
-                             "and tmp_path only")
-        start = _first_line(node)
-        sources[name] = "\n".join(lines[start - 1:node.end_lineno])
-        removed.update(range(start, node.end_lineno + 1))
-    if tree.body and _is_docstring(tree.body[0]):
-        removed.update(range(tree.body[0].lineno, tree.body[0].end_lineno + 1))
-    helpers = "\n".join(line for number, line in enumerate(lines, 1) if number not in removed)
-    return re.sub(r"\n{3,}", "\n\n\n", helpers).strip("\n"), sources
-
-
-# ---------------------------------------------------------------- the README
-
-def readme_parts(text: str) -> tuple[str, list[tuple[str, str]]]:
-    """The introduction (title and text before the first `## ` heading) and each section as
-    (heading, Markdown with its heading); headings inside code fences do not count."""
-    intro, sections, fenced = [], [], False
-    current = intro
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not fenced and line.startswith("## "):
-            sections.append((line[3:].strip(), [line]))
-            current = sections[-1][1]
-            continue
-        current.append(line)
-    return "\n".join(intro).strip(), [(heading, "\n".join(body).strip()) for heading, body in sections]
-
-
-def readme_in(task: Task, lang: str) -> tuple[str, list[tuple[str, str]]]:
-    """The README in `lang`, its sections named by the English README's headings (the concepts
-    and stubs name those); the translations keep the English sections' order."""
-    intro, english = readme_parts(task.readme.read_text(encoding="utf-8"))
-    if lang == "en":
-        return intro, english
-    path = task.exercise_dir / f"README.{lang}.md"
-    if not path.is_file():
-        raise BuildError(f"{task.name} has no {path.name}")
-    intro, translated = readme_parts(path.read_text(encoding="utf-8"))
-    if len(translated) != len(english):
-        raise BuildError(f"{path.name} has {len(translated)} sections, README.md {len(english)}: they must match")
-    return intro, [(heading, body) for (heading, _), (_, body) in zip(english, translated)]
 
 
 # ---------------------------------------------------------------- words in the notebook
@@ -286,47 +138,60 @@ README 的每个概念一个单元，分值就是该概念的分值。先运行�
 def build_notebook(task: Task, tests: list[SuiteTest], lang: str = "en", count_gpu_tests: bool = False) -> dict:
     """The source notebook of one task (nbformat 4.5, nbgrader schema 3)."""
     text = TEXT[lang]
-    module = module_cells(_read(task.exercise_dir / f"{task.module}.py"), _read(SOLUTIONS / task.name / f"{task.module}.py"))
     intro, sections = readme_in(task, lang)
-    visible_file = task.exercise_dir / f"test_{task.module}.py"
-    visible = [t for t in tests if t.suite == "visible"]
-    test_helpers, test_sources = visible_test_parts(visible_file, list(dict.fromkeys(t.function for t in visible)))
-
     cells = [_markdown(intro), _markdown(text["preface"].format(module=task.module)),
-             _code(module.header, _locked(f"{MODULE_CELL_PREFIX}header")),
-             _code("\n".join([text["helpers"], BEGIN_SOLUTION, *filter(None, [module.helpers]), END_SOLUTION]),
-                   _answer(f"{MODULE_CELL_PREFIX}helpers"))]
-    headings = [heading for heading, _ in sections]
-    placed = set()
-    for heading, body in sections:
-        cells.append(_markdown(body))
-        for function in module.functions:
-            if function.section == heading:
-                cells.append(_code(function.source, _answer(f"{MODULE_CELL_PREFIX}{function.name}")))
-                placed.add(function.name)
-    cells += [_code(f.source, _answer(f"{MODULE_CELL_PREFIX}{f.name}")) for f in module.functions if f.name not in placed]
-
-    gpu_left_out = 0.0 if count_gpu_tests else sum(t.points for t in tests if t.gpu)
-    cells.append(_markdown(text["tests"] + ("\n\n" + text["gpu_left_out"].format(points=gpu_left_out)
-                                            if gpu_left_out else "")))
-    cells.append(_code(f"{text['test_helpers'].format(file=visible_file.name)}\n{test_helpers}",
-                       None, read_only=True, cell_id="test-helpers"))
-    concepts = sorted(dict.fromkeys(t.concept for t in tests),
-                      key=lambda c: headings.index(c) if c in headings else len(headings))
-    for index, concept in enumerate(concepts):
-        of_concept = [t for t in tests if t.concept == concept]
-        gpu_points = sum(t.points for t in of_concept if t.gpu)
-        points = sum(t.points for t in of_concept if count_gpu_tests or not t.gpu)
-        if points == 0:
-            continue         # GPU tests only, left out: the Tests cell above says so
-        functions = list(dict.fromkeys(t.function for t in of_concept if t.suite == "visible"))
-        source = _test_cell(task, concept, points, gpu_points, count_gpu_tests, functions, test_sources, text)
-        cells.append(_code(source, _grade(f"test-{index + 1:02d}-{_slug(concept)}", points)))
-
+             *_module_part(task, sections, text),
+             *_tests_part(task, tests, [heading for heading, _ in sections], count_gpu_tests, text)]
+    for index, cell in enumerate(cells):
+        cell["id"] = cell["id"] or f"cell-{index:03d}"     # nbformat 4.5 ids, stable across rewrites
     return {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
             "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
                                         "name": "python3"},
                          "language_info": {"name": "python"}}}
+
+
+def _module_part(task: Task, sections, text) -> list[dict]:
+    """The header, the helpers cell, then each README section with the functions it explains."""
+    try:
+        module = module_cells(_read(task.exercise_dir / f"{task.module}.py"),
+                              _read(SOLUTIONS / task.name / f"{task.module}.py"))
+    except BuildError as exc:
+        raise BuildError(f"{task.name}: {exc}") from None
+    helpers = "\n".join([text["helpers"], BEGIN_SOLUTION, *filter(None, [module.helpers]), END_SOLUTION])
+    cells = [_code(module.header, _locked(f"{MODULE_CELL_PREFIX}header")),
+             _code(helpers, _answer(f"{MODULE_CELL_PREFIX}helpers"))]
+    headings = {heading for heading, _ in sections}
+    for heading, body in sections:
+        cells.append(_markdown(body))
+        cells += [_code(f.source, _answer(f"{MODULE_CELL_PREFIX}{f.name}")) for f in module.functions
+                  if f.section == heading]
+    cells += [_code(f.source, _answer(f"{MODULE_CELL_PREFIX}{f.name}")) for f in module.functions
+              if f.section not in headings]
+    return cells
+
+
+def _tests_part(task: Task, tests: list[SuiteTest], headings: list[str], count_gpu_tests: bool, text) -> list[dict]:
+    """The Tests heading, the visible tests' helpers, then a test cell per concept in README order."""
+    visible_file = task.exercise_dir / f"test_{task.module}.py"
+    functions = list(dict.fromkeys(t.function for t in tests if t.suite == "visible"))
+    test_helpers, test_sources = visible_test_parts(visible_file, functions)
+    gpu_left_out = 0.0 if count_gpu_tests else sum(t.points for t in tests if t.gpu)
+    note = "\n\n" + text["gpu_left_out"].format(points=gpu_left_out) if gpu_left_out else ""
+    cells = [_markdown(text["tests"] + note),
+             _code(f"{text['test_helpers'].format(file=visible_file.name)}\n{test_helpers}", None, read_only=True,
+                   cell_id="test-helpers")]
+    concepts = sorted(dict.fromkeys(t.concept for t in tests),
+                      key=lambda c: headings.index(c) if c in headings else len(headings))
+    for index, concept in enumerate(concepts):
+        of_concept = [t for t in tests if t.concept == concept]
+        points = sum(t.points for t in of_concept if count_gpu_tests or not t.gpu)
+        if points == 0:
+            continue         # GPU tests only, left out: the Tests heading says so
+        gpu_points = sum(t.points for t in of_concept if t.gpu)
+        visible = list(dict.fromkeys(t.function for t in of_concept if t.suite == "visible"))
+        source = _test_cell(task, concept, points, gpu_points, count_gpu_tests, visible, test_sources, text)
+        cells.append(_code(source, _grade(f"test-{index + 1:02d}-{_slug(concept)}", points)))
+    return cells
 
 
 def _test_cell(task, concept, points, gpu_points, count_gpu_tests, functions, test_sources, text) -> str:
@@ -390,13 +255,6 @@ def _grade(grade_id: str, points: float) -> dict:
     return _nbgrader(grade_id, grade=True, solution=False, locked=True, points=points)
 
 
-def _with_cell_ids(notebook: dict) -> dict:
-    """nbformat 4.5 cell ids: a cell's grade_id where it has one (stable across rewrites)."""
-    for index, cell in enumerate(notebook["cells"]):
-        cell["id"] = cell["id"] or f"cell-{index:03d}"
-    return notebook
-
-
 def submission_notebook(released: dict, task: Task, module: str) -> dict:
     """The released notebook as a learner who wrote `module` hands it in: its answer cells hold
     `module`, split as the source notebook splits the reference (for benchmarks, tests, and
@@ -455,8 +313,7 @@ def write_course(course_dir: Path, tasks: list[Task], lang: str = "en", count_gp
         raise BuildError(f"no language {lang!r}; choose one of {', '.join(LANGUAGES)}")
     course_dir = Path(course_dir)
     suites = collect_suites(tasks)
-    notebooks = [(task, _with_cell_ids(build_notebook(task, suites[task.name], lang, count_gpu_tests)))
-                 for task in tasks]
+    notebooks = [(task, build_notebook(task, suites[task.name], lang, count_gpu_tests)) for task in tasks]
     course_dir.mkdir(parents=True, exist_ok=True)
     update_config(course_dir)
     written = []

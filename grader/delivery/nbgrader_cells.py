@@ -270,6 +270,8 @@ def _run_visible_test(test, module_path: Path, task: Task):
             result.status, result.feedback, result.graded = "skipped", exc.msg, exc.msg != GPU_SKIP_REASON
         except BaseException as exc:       # learner code may raise anything, SystemExit included
             result.status, feedback, result.graded = exception_outcome("call", exc, hidden=False)
+            if isinstance(exc, NameError):  # the test's own code: learner code's errors come wrapped
+                feedback += "\n(Run the cell of the visible tests' helpers first.)"
             result.concept = getattr(exc, "concept", None) or result.concept
             result.feedback = with_concept(feedback, result.concept)
     result.duration_s = round(time.perf_counter() - start, 3)
