@@ -2,7 +2,7 @@
 
 One test cell per README concept, worth that concept's points:
 
-    cell = ConceptCell("01_einsum_attention", "Stable softmax", points=7,
+    cell = ConceptCell("01_einsum_attention", "Stable softmax", points=9,
                        visible_tests=[test_softmax_rows_sum_to_one, test_softmax_ignores_minus_infinity])
     ### BEGIN HIDDEN TESTS
     cell.grade_with_hidden_suite()
