@@ -88,7 +88,8 @@ def _function_cell(stub_lines, stub_node, solution_lines, solution_node) -> str:
     try:
         compile(source, f"<{stub_node.name}>", "exec")
     except SyntaxError as exc:      # e.g. the stub and the solution indent their bodies differently
-        raise BuildError(f"{stub_node.name}(): the stub's signature and the solution's body do not fit: {exc}") from None
+        raise BuildError(f"{stub_node.name}(): the stub's signature and the solution's body do not fit: "
+                         f"{exc}") from None
     return source
 
 

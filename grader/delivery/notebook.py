@@ -30,7 +30,8 @@ def nbgrader_metadata(cell: dict) -> dict:
 
 
 def is_module_cell(cell: dict) -> bool:
-    return cell.get("cell_type") == "code" and nbgrader_metadata(cell).get("grade_id", "").startswith(MODULE_CELL_PREFIX)
+    grade_id = nbgrader_metadata(cell).get("grade_id", "")
+    return cell.get("cell_type") == "code" and grade_id.startswith(MODULE_CELL_PREFIX)
 
 
 def is_grade_cell(cell: dict) -> bool:
