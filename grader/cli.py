@@ -1,9 +1,9 @@
 """`grader`: check your work, grade submissions, audit the suites, hand the course out.
 
 Exit status (all commands): 0 success; 1 check: a visible test failed, or the score is under
---fail-under / grade: a score under --fail-under / audit: a suite failed its audit; 2 bad
-usage; 3 a grading was incomplete (collection problem, crash of the grading process): its
-report says why.
+--fail-under / grade: a score under --fail-under / audit: a suite failed its audit / nbgrader:
+the course's files do not fit a notebook; 2 bad usage; 3 a grading was incomplete (collection
+problem, crash of the grading process): its report says why.
 """
 from __future__ import annotations
 
@@ -113,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
     gradescope.add_argument("--wheels", type=Path, metavar="DIR",
                             help="bundle these wheels, so that setup.sh installs offline")
     gradescope.set_defaults(command=_gradescope)
+
+    nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course directory, one assignment per exercise")
+    nbgrader.add_argument("course_dir", type=Path, metavar="COURSE_DIR", help="created or updated")
+    nbgrader.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="only these tasks (default: all)")
+    nbgrader.add_argument("--lang", choices=("en", "zh-CN"), default="en", help="language of the notebooks (default en)")
+    nbgrader.add_argument("--gpu", action="store_true",
+                          help="the autograder has a CUDA GPU: GPU tests count toward the grade (default: left out)")
+    nbgrader.set_defaults(command=_nbgrader)
     return parser
 
 
@@ -228,6 +236,25 @@ def _summary(args, tasks, console) -> int:
     for entry in unreadable:
         console.print(f"[red]{entry.name}: {entry.status}[/]")
     return INCOMPLETE if unreadable or any(not e.report.complete for e in entries if e.report) else OK
+
+
+def _nbgrader(args, tasks, console) -> int:
+    delivery = _delivery("nbgrader")
+    if delivery is None:
+        console.print("[red]`grader nbgrader` needs the full course: a student release does not carry it[/]")
+        return USAGE
+    try:
+        with console.status("collecting the suites, writing the notebooks"):
+            notebooks = delivery.write_course(args.course_dir, tasks, args.lang, count_gpu_tests=args.gpu)
+    except delivery.BuildError as exc:
+        console.print(f"[red]{exc}[/]")
+        return FAILED
+    console.print(f"wrote {args.course_dir / 'nbgrader_config.py'} and {len(notebooks)} notebook(s):")
+    for path in notebooks:
+        console.print(f"  {path}")
+    console.print(f"next, in {args.course_dir}: nbgrader generate_assignment <task> for each, then release them "
+                  "(README.md, \"nbgrader classroom\")")
+    return OK
 
 
 def _release(args, tasks, console) -> int:

@@ -27,7 +27,11 @@ def phase_outcome(when: str, report, excinfo, hidden: bool) -> tuple[str, str, b
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = reason.removeprefix("Skipped: ")
         return "skipped", reason, reason != GPU_SKIP_REASON
-    exc = excinfo.value if excinfo is not None else None
+    return exception_outcome(when, excinfo.value if excinfo is not None else None, hidden)
+
+
+def exception_outcome(when: str, exc: BaseException | None, hidden: bool) -> tuple[str, str, bool]:
+    """(status, feedback, graded) for a phase that raised `exc` (None: no exception info)."""
     if isinstance(exc, StudentImportError):
         return "error", str(exc), True
     if isinstance(exc, StudentError) and exc.not_implemented:

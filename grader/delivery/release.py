@@ -6,8 +6,9 @@ What goes in, and nothing else:
 - `datasets/`: the entries the released exercises name (`datasets/<entry>` in their READMEs,
   stubs or visible tests), `MANIFEST.json` cut down to those entries and the facts about them,
   and a README made of the course's sections about them;
-- the grader runtime a learner needs for `pytest exercises/NN` and `grader check`: the `grader`
-  package without `grader/delivery` (this builder and the instructor's templates);
+- the grader runtime a learner needs for `pytest exercises/NN`, `grader check` and an nbgrader
+  notebook's test cells: the `grader` package without the instructor's builders and templates
+  (of `grader/delivery`, only `LEARNER_RUNTIME` goes);
 - `pyproject.toml` (the course's, without the instructor's extra, testing `exercises/`),
   `constraints.txt`, a learner README in both languages, `.gitignore`, and the fork's CI
   workflow (`.github/workflows/check.yml`); with `classroom`, the Classroom workflow too.
@@ -67,8 +68,7 @@ def build_release(out_dir: Path, tasks: list[Task], *, lang: str = "en", classro
         _copy_exercise(task, out_dir / "exercises" / task.name, lang)
     entries = datasets_named(tasks)
     _copy_datasets(entries, out_dir / "datasets")
-    shutil.copytree(COURSE_ROOT / "grader", out_dir / "grader",
-                    ignore=shutil.ignore_patterns("delivery", "__pycache__", "*.pyc"))
+    shutil.copytree(COURSE_ROOT / "grader", out_dir / "grader", ignore=_grader_runtime_only)
     (out_dir / "pyproject.toml").write_text(learner_pyproject(), encoding="utf-8")
     shutil.copy2(COURSE_ROOT / "constraints.txt", out_dir / "constraints.txt")
     _write_readmes(out_dir, tasks, lang, classroom)
@@ -162,6 +162,18 @@ def _datasets_readme(entries: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- packaging and documents
+
+LEARNER_RUNTIME = ("__init__.py", "notebook.py", "nbgrader_cells.py", "nbgrader_kernel.py")
+
+
+def _grader_runtime_only(folder: str, names: list[str]) -> set[str]:
+    """`shutil.copytree`'s ignore: bytecode everywhere, and all of `grader/delivery` but what a
+    learner's notebook runs."""
+    ignored = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
+    if Path(folder).name == "delivery":
+        ignored |= {n for n in names if n not in LEARNER_RUNTIME}
+    return ignored
+
 
 def learner_pyproject() -> str:
     """The course's pyproject.toml for the learner: the same dependencies and entry points (so

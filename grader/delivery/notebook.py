@@ -1,0 +1,46 @@
+"""The course's nbgrader notebooks as data: which cells make up the learner's module, which are
+graded, and nbgrader's metadata on a cell (schema version 3).
+
+Shared by the notebook writer (`grader.delivery.nbgrader`), the test cells
+(`grader.delivery.nbgrader_cells`) and the autograde kernel (`grader.delivery.nbgrader_kernel`),
+so that the three agree on one rule: the learner's module is the notebook's code cells whose
+nbgrader `grade_id` starts with `module-`, in notebook order. nbgrader keeps a cell's `grade_id`
+from release to autograde; a learner does not see it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+MODULE_CELL_PREFIX = "module-"
+NBGRADER_SCHEMA_VERSION = 3
+
+
+def read_notebook(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def cell_source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def nbgrader_metadata(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def is_module_cell(cell: dict) -> bool:
+    grade_id = nbgrader_metadata(cell).get("grade_id", "")
+    return cell.get("cell_type") == "code" and grade_id.startswith(MODULE_CELL_PREFIX)
+
+
+def is_grade_cell(cell: dict) -> bool:
+    """A cell nbgrader scores (its `grade_id` is checked against the gradebook at autograde)."""
+    meta = nbgrader_metadata(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and bool(meta.get("grade_id"))
+
+
+def module_source(notebook: dict) -> str:
+    """The learner's module: the notebook's module cells, in order. Empty when it has none."""
+    parts = [cell_source(cell).strip("\n") for cell in notebook.get("cells", []) if is_module_cell(cell)]
+    return "\n\n\n".join(parts) + "\n" if parts else ""
