@@ -249,11 +249,14 @@ def lines_of(*texts: str, shortest: int = 0) -> set[str]:
 
 
 def hidden_only_lines(task) -> set[str]:
-    """Lines of the task's hidden suite folder that nothing shown to a learner contains."""
+    """Lines of the task's hidden suite folder that nothing shown to a learner contains (import
+    lines aside: naming a library reveals nothing of a suite)."""
     hidden = lines_of(*(p.read_text(encoding="utf-8") for p in sorted(task.hidden_dir.rglob("*.py"))), shortest=25)
+    hidden = {line for line in hidden if not line.startswith(("import ", "from "))}
     shown = [task.exercise_dir / f"{task.module}.py", task.exercise_dir / f"test_{task.module}.py",
              *task.exercise_dir.glob("README*.md"), SOLUTIONS / task.name / f"{task.module}.py"]
-    return hidden - lines_of(*(p.read_text(encoding="utf-8") for p in shown))
+    shown_text = "\n".join(p.read_text(encoding="utf-8") for p in shown)
+    return {line for line in hidden if line not in shown_text}
 
 
 @needs_nbgrader

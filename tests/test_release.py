@@ -222,7 +222,8 @@ def test_no_byte_of_a_hidden_suite_or_a_reference_is_in_the_release(release, cou
     assert leaks(release.root, course_secrets) == []
     relative = [path.relative_to(release.root) for path in release.root.rglob("*")]
     instructor_only = [r for r in relative if r.parts[0] in ("solutions", "tests")
-                       or (r.parts[:2] == ("grader", "delivery") and r.name not in LEARNER_RUNTIME)]
+                       or (len(r.parts) > 2 and r.parts[:2] == ("grader", "delivery")
+                           and r.name not in LEARNER_RUNTIME)]
     assert not instructor_only
     public_names = {p.name for folder in (EXERCISES, COURSE_ROOT / "grader", DATASETS) for p in folder.rglob("*")}
     hidden_names = {p.name for p in HIDDEN.rglob("*") if p.is_file()} - public_names

@@ -78,7 +78,7 @@ class InProcessBackend:
 
     kind = "inprocess"
 
-    def __init__(self, module_path: Path, context: BackendContext):
+    def __init__(self, module_path: Path, context: BackendContext | None = None):   # needs no context
         self.module_path = Path(module_path)
         self._module = None
         self._raised: list[BaseException] = []
