@@ -263,6 +263,8 @@ def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batc
         "dtypes": sorted({str(p.dtype) for p in parameters.values()}),
         "trainable": sorted(name for name, p in parameters.items() if p.requires_grad),
         "base_sha256": {_original_name(name): _sha256(p) for name, p in parameters.items() if "lora_" not in name},
+        "base_dtypes": {_original_name(name): str(p.dtype).removeprefix("torch.")
+                        for name, p in parameters.items() if "lora_" not in name},
         "checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
         "autocast_in_training": any(captured.get("autocast", [])),
     }

@@ -38,35 +38,43 @@ SOURCE = "Read the source"
 MODEL_DIR = str(DATASETS / "tiny_llama")
 TINY_LLAMA = {"model_dir": MODEL_DIR}
 
-# Tolerances. Every value below was measured on the reference and the alternatives in variants.py
-# (products reassociated, F.linear for @, scale applied before or after B) and on the nearest
-# mutant of each check.
-# Layer outputs and gradients, float32, unit-scale inputs, in/out <= 12: correct solutions differ
-# from peft by at most 2.4e-7 (a reassociated product); the nearest mutant (scaling alpha / r
-# applied twice... or alpha instead of alpha / r) is off by 0.03 and more.
-FP32 = dict(rtol=1e-5, atol=1e-5)
-# The merged weight and the merged layer's output: W + s * B @ A against peft's W + (B @ A) * s,
-# at most 4.8e-7 apart; the nearest mutant (no scaling, s = 2) is off by 0.25 and more.
+# Tolerances, each measured on the reference and the alternatives of variants.py (F.linear with the
+# scale folded into B, (scaling * B) @ A for the merge) and on the nearest mutant of its check.
+# Layer outputs and gradients, float32: compared within FP32 times (1 + the largest |value| of the
+# expected tensor), since the adapter term can be large (alpha up to 32) while an output entry
+# cancels to near zero. Correct solutions stay within 5e-7 of that scale over 300 drawn cases; the
+# nearest mutants (no scaling in forward, scaling alpha instead of alpha / r) are off by 0.23 and
+# 0.42 of it on every draw where they differ at all.
+FP32 = 1e-5
+# The merged weight and the merged layer's output, per element against 1 + |expected|: correct
+# merges stay within 6.6e-7; the nearest mutant (no scaling) is off by 0.73 and more.
 MERGE = dict(rtol=1e-5, atol=1e-5)
-# A dropout output explained by a mask of the adapter's input: float32 rounding leaves at most
-# 9.5e-7; a mask on the output instead (nearest mutant) misses by 0.02 or more on some row.
+# A training-mode row explained by a dropout mask of the adapter's input: correct solutions leave a
+# residual of 8.7e-8 (of 1 + the row's largest entry); dropout on the adapter's output or on the whole
+# output (nearest mutants) leave 0.81 and 0.92 on their worst row.
 DROPOUT_MATCH = 1e-4
-# Logits of the learner's trained model against its adapter reloaded (and merged) here: the same
-# weights, so only the merge's reassociation differs (at most 2.9e-6 on logits of size ~10); an
-# adapter saved before training, or from another model, is off by more than 0.1.
-RELOAD = dict(rtol=1e-4, atol=1e-4)
-# Kaiming-uniform with a = sqrt(5): uniform in +-1/sqrt(in); its standard deviation
-# bound / sqrt(3). 512 draws estimate it within 6% (3 sigma); the nearest mutant, Kaiming with the
-# default a = 0, has a spread sqrt(6) times wider and values beyond the bound.
+# Logits of the learner's trained model against its adapter reloaded here, and the merged model
+# against the reloaded one, within RELOAD times (1 + the largest |logit|, about 30): reloading gives
+# the very same logits, merging (W + B A folded in float32, four layers deep) moves them by 3.6e-5
+# of that scale; an adapter saved before training is off by more than 0.5 of it.
+RELOAD = 1e-3
+# On CUDA the trained model holds a bf16 base (8 bits of mantissa) and is compared with the float32
+# reload: bf16 rounding of every weight moves logits by up to ~1e-2 of their scale (not measured
+# here: no GPU in CI); an untrained adapter is still off by more than 0.5.
+RELOAD_CUDA = 5e-2
+# Kaiming-uniform with a = sqrt(5): uniform in +-1/sqrt(in), standard deviation bound / sqrt(3).
+# 512 draws of the reference stay within 0.05 of it (20 seeds); the nearest mutants (normal with
+# std 1/r, Kaiming with a = 0) are 1.7 and 2.4 times wider, and already break the bound.
 INIT_SPREAD = 0.15
-
 # The full SFT run (see README "Does it learn?"): the first SFT_TRAIN conversations of the train
 # split, SFT_STEPS steps of SFT_BATCH, on the first SFT_EVAL conversations of the eval split.
-# Measured on a 2-core CPU, one thread: the reference reaches 0.83 exact match (the base model 0.000)
-# in about 10 s of training; independent alternatives 0.81-0.86; a trainer without
-# assistant_only_loss 0.81 (caught by the watched run, not here); A and B both zero, trl's default
-# learning rate, or labels without <|end|> stay at 0.00.
-SFT_TRAIN, SFT_STEPS, SFT_BATCH, SFT_LR, SFT_EVAL = 800, 100, 8, 3e-3, 100
+# The smallest setup found with a clear margin. Measured on a 2-core CPU: the reference reaches 0.78
+# exact match with seed 0 (one thread or two), 0.83, 0.84 and 0.84 with seeds 1 to 3 (the base model
+# 0.000), in 5.6-5.8 s of CPU training plus 1.2 s of scoring here; 60 steps gave 0.73-0.78, 100 steps
+# 0.80-0.84. The alternatives of variants.py train exactly as the reference does. A trainer without
+# assistant_only_loss still reaches 0.72 (the watched short run catches it, not this bar); A zeroed
+# after get_peft_model, or trl's default learning rate (2e-5), stay at 0.00.
+SFT_TRAIN, SFT_STEPS, SFT_BATCH, SFT_LR, SFT_EVAL = 640, 80, 8, 3e-3, 100
 EXACT_MATCH_BAR = 0.60
 # GPU only: peak allocated CUDA memory of the same run in bf16 against exercise 04's LoRA state
 # estimate for the tiny model (2 bytes per base parameter + 16 per LoRA parameter, 4.0 MB). The run
@@ -94,6 +102,11 @@ def small(name, layers=2):
 PHI3 = dict(model_type="phi3", vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0,
             bos_token_id=1, eos_token_id=2)
+
+
+def fp32(expected):
+    """The FP32 tolerance scaled to the tensor's largest entry (see FP32)."""
+    return dict(rtol=0.0, atol=FP32 * (1 + float(torch.as_tensor(expected).detach().abs().max())))
 
 
 def generator(seed):
@@ -162,13 +175,13 @@ def test_outputs_and_gradients_match_peft(submission, n_in, n_out, r, alpha, bia
     out = peft(xx)
     (out * g).sum().backward()
     shape = f"in={n_in}, out={n_out}, r={r}, alpha={alpha}, x of shape {tuple(x.shape)}"
-    assert_close(seen["out"], out.detach(), what=f"LoRALinear output ({shape})", tensor=True, **FP32)
+    assert_close(seen["out"], out.detach(), what=f"LoRALinear output ({shape})", tensor=True, **fp32(out))
     grads = seen["grads"]
-    assert_close(grads.get("lora_A"), peft.lora_A["default"].weight.grad, what=f"gradient of lora_A ({shape})",
-                 tensor=True, **FP32)
-    assert_close(grads.get("lora_B"), peft.lora_B["default"].weight.grad, what=f"gradient of lora_B ({shape})",
-                 tensor=True, **FP32)
-    assert_close(seen["grad_x"], xx.grad, what=f"gradient of the input x ({shape})", tensor=True, **FP32)
+    for name, want in (("lora_A", peft.lora_A["default"].weight.grad), ("lora_B", peft.lora_B["default"].weight.grad)):
+        assert grads.get(name) is not None, f"{name} received no gradient ({shape})"
+        assert_close(grads[name], want, what=f"gradient of {name} ({shape})", tensor=True, **fp32(want))
+    assert seen["grad_x"] is not None, "no gradient reached the input x"
+    assert_close(seen["grad_x"], xx.grad, what=f"gradient of the input x ({shape})", tensor=True, **fp32(xx.grad))
     leaked = sorted(name for name, grad in grads.items() if name.startswith("base.") and grad is not None)
     assert not leaked, f"{leaked} received gradients: the base layer is frozen, only A and B learn"
 
@@ -194,8 +207,8 @@ def test_dropout_acts_on_the_adapter_input_in_training_only(submission):
     seen = submission.probe(probes.lora_dropout, weight, b, r, alpha, p, x, A, B, 11)
     scaling = alpha / r
     base = x @ weight.T + b
-    assert_close(seen["eval"], base + x @ A.T @ B.T * scaling, what="output in eval mode (no dropout)", tensor=True,
-                 **FP32)
+    expected = base + x @ A.T @ B.T * scaling
+    assert_close(seen["eval"], expected, what="output in eval mode (no dropout)", tensor=True, **fp32(expected))
     assert not torch.allclose(seen["train"], seen["eval"], rtol=1e-5, atol=1e-5), \
         "in training mode with dropout=0.5 the output equals the eval-mode output: nothing was dropped"
     kept = []
@@ -235,7 +248,8 @@ def test_merged_equals_peft_merge(submission, n_in, n_out, r, alpha, bias):
         assert seen["bias"] is None, "the base has no bias; the merged layer should have none either"
     assert_close(seen["out"], unmerged, what="merged()(x) against the unmerged LoRA layer", tensor=True, **MERGE)
     assert_equal(seen["base_weight_after"], weight, what="the LoRA layer's base weight after merged()", tensor=True)
-    assert_close(seen["layer_out_after"], unmerged, what="the LoRA layer's output after merged()", tensor=True, **FP32)
+    assert_close(seen["layer_out_after"], unmerged, what="the LoRA layer's output after merged()", tensor=True,
+                 **fp32(unmerged))
 
 
 # ================================================================ Adapters on a model
@@ -606,15 +620,17 @@ def _train_file(tmp_path, n):
     return str(path), [json.loads(row)["messages"] for row in rows]
 
 
-def _base_sha256():
+def _base_sha256(dtypes):
+    """The checkpoint's weights hashed in the dtype the run holds them in (bf16 on CUDA)."""
     weights = load_file(str(DATASETS / "tiny_llama" / "model.safetensors"))
-    return {name: probes._sha256(tensor) for name, tensor in weights.items()}
+    return {name: probes._sha256(tensor.to(getattr(torch, dtypes.get(name, "float32"))))
+            for name, tensor in weights.items()}
 
 
 def _check_frozen_base(seen):
     model = seen.get("model")
     assert model is not None, "the run built no SFTTrainer"
-    want = _base_sha256()
+    want = _base_sha256(model["base_dtypes"])
     changed = sorted(name for name, digest in model["base_sha256"].items() if want.get(name) != digest)
     assert set(model["base_sha256"]) >= set(want) and not changed, (
         f"{len(changed)} base weights changed in training (e.g. {changed[:2]}): only the adapters train, "
@@ -654,9 +670,14 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     # the model and the optimizer
     model = seen.get("model")
     assert model is not None, "the run built no SFTTrainer (patched in from trl): use trl's SFTTrainer"
-    assert model["dtypes"] == ["torch.float32"], f"the model trained in {model['dtypes']}: float32 on a CPU"
+    cuda = torch.cuda.is_available()          # the contract: bf16 base and autocast on CUDA, float32 on a CPU
+    want_dtypes = ["torch.bfloat16", "torch.float32"] if cuda else ["torch.float32"]
+    assert model["dtypes"] == want_dtypes, \
+        f"the model trained in {model['dtypes']}: " + ("a bf16 base on CUDA" if cuda else "float32 on a CPU")
     assert not model["checkpointing"], "gradient checkpointing is on: SFTConfig(activation_checkpointing=False)"
-    assert not model["autocast_in_training"], "the forward passes ran under bf16 autocast: bf16=False on a CPU"
+    assert model["autocast_in_training"] == cuda, (
+        "the forward passes ran under bf16 autocast: bf16=False on a CPU" if not cuda
+        else "the forward passes ran without bf16 autocast: bf16=True on CUDA")
     steps = seen["steps"]
     assert len(steps) == 3, f"the optimizer stepped {len(steps)} times for max_steps=3"
     lrs = [s["lr"][0] for s in steps]
@@ -773,7 +794,7 @@ def _sft_run(submission, tmp_path, **extra):
 @pytest.mark.concept(LEARNING)
 @pytest.mark.timeout(600)
 def test_sft_teaches_the_skill(submission, tmp_path):
-    """100 steps of 8 conversations: base unchanged, the adapter reloads and merges to the same logits, exact match >= the bar"""
+    """80 steps of 8 conversations: base unchanged, the adapter reloads and merges to the same logits, exact match >= the bar"""
     seen, eval_rows, probe_ids = _sft_run(submission, tmp_path)
     adapter_dir = seen["result"]["adapter_dir"]
     _check_frozen_base(seen)
@@ -781,10 +802,12 @@ def test_sft_teaches_the_skill(submission, tmp_path):
     merged = oracles.load_model(adapter_dir, merge=True)
     with torch.no_grad():
         reloaded_logits, merged_logits = reloaded(input_ids=probe_ids).logits, merged(input_ids=probe_ids).logits
-    assert_close(reloaded_logits, seen["logits"], what="logits of the saved adapter (reloaded) against your trained model",
-                 tensor=True, **RELOAD)
+    tolerance = RELOAD_CUDA if torch.cuda.is_available() else RELOAD
+    scale = dict(rtol=0.0, atol=tolerance * (1 + float(reloaded_logits.abs().max())))
+    assert_close(seen["logits"], reloaded_logits, what="your trained model's logits against its saved adapter, reloaded",
+                 tensor=True, **scale)
     assert_close(merged_logits, reloaded_logits, what="logits of the merged model against the reloaded adapter",
-                 tensor=True, **RELOAD)
+                 tensor=True, **scale)
     score, answers = oracles.exact_match(adapter_dir, eval_rows)
     wrong = [a for a, e in zip(answers, eval_rows) if a.strip() != e["messages"][-1]["content"]]
     assert score >= EXACT_MATCH_BAR, (
