@@ -75,7 +75,8 @@ def task_of_path(path: Path) -> Task | None:
 
 
 def learner_modules(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith(("test_", "conftest")))
+    return sorted(p.stem for p in folder.glob("*.py")
+                  if not p.name.startswith(("test_", "conftest")) and p.name != "probes.py")
 
 
 def _task_from_dir(folder: Path) -> Task | None:

@@ -1,7 +1,7 @@
 """Visible tests for exercise 03. Run: pytest exercises/03_lora_sft
 
 They check the basics quickly. Objects (layers, models, tokenizers) never cross into your code
-as arguments of a test: the `probe_*` functions below build them from data next to your code and
+as arguments of a test: the probes in probes.py build them from data next to your code and
 report what your code did. The graded suite holds every piece against peft and trl on many drawn
 inputs and trains a real adapter; a pass here is a start, not a grade.
 """
@@ -10,55 +10,18 @@ import json
 
 import pytest
 import torch
-from torch import nn
 
-from grader.core.checks import assert_close, assert_equal
+from grader.core.checks import assert_close, assert_equal, sibling_module
 from grader.tasks import DATASETS
+
+probes = sibling_module(__file__, "probes")
 
 TOKENIZER = str(DATASETS / "tiny_llama")
 MICRO_LLAMA = dict(vocab_size=40, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
                    num_key_value_heads=1, tie_word_embeddings=False)
-FP32 = dict(rtol=1e-5, atol=1e-6)     # float32 products summed in another order
-
-
-# ---------------------------------------------------------------- probes (run next to your code)
-
-def probe_layer(module, weight, bias, r, alpha, x, A=None, B=None):
-    """LoRALinear around an nn.Linear with the given weights; optionally set A and B; forward x."""
-    base = nn.Linear(weight.shape[1], weight.shape[0])
-    with torch.no_grad():
-        base.weight.copy_(weight)
-        base.bias.copy_(bias)
-    layer = module.LoRALinear(base, r, alpha)
-    if A is not None:
-        with torch.no_grad():
-            layer.lora_A.copy_(A)
-            layer.lora_B.copy_(B)
-    merged = layer.merged()
-    return {"out": layer(x).detach(), "merged_out": merged(x).detach(), "A_shape": tuple(layer.lora_A.shape),
-            "B_shape": tuple(layer.lora_B.shape), "scaling": layer.scaling,
-            "trainable": sorted(n for n, p in layer.named_parameters() if p.requires_grad)}
-
-
-def probe_add_lora(module, config, r, alpha, target_modules):
-    from transformers import AutoModelForCausalLM, LlamaConfig
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(LlamaConfig(**config))
-    module.add_lora(model, r, alpha, target_modules)
-    return {"adapted": sorted(n for n, m in model.named_modules() if isinstance(m, module.LoRALinear)),
-            "trainable": sorted(n for n, p in model.named_parameters() if p.requires_grad),
-            "counts": tuple(module.trainable_parameters(model))}
-
-
-def probe_tokenize(module, tokenizer_dir, messages, max_length=None):
-    from transformers import AutoTokenizer
-    return module.tokenize_conversation(AutoTokenizer.from_pretrained(tokenizer_dir), messages, max_length)
-
-
-def probe_generate(module, model_dir, messages, max_new_tokens):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    return module.generate_reply(model, AutoTokenizer.from_pretrained(model_dir), messages, max_new_tokens)
+# float32, per value against 1 + |expected|: correct layers (any order of the products, F.linear or @)
+# stay within 3.2e-7 here; forgetting the scaling, or scaling by alpha / sqrt(r), is off by 0.5 and more.
+FP32 = dict(rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------- tests
@@ -70,7 +33,7 @@ def test_a_fresh_layer_returns_the_base_output(submission):
     generator = torch.Generator().manual_seed(0)
     weight, bias, x = torch.randn(6, 8, generator=generator), torch.randn(6, generator=generator), \
         torch.randn(3, 8, generator=generator)
-    seen = submission.probe(probe_layer, weight, bias, 4, 8.0, x)
+    seen = submission.probe(probes.lora_layer, weight, bias, 4, 8.0, x)
     assert seen["A_shape"] == (4, 8) and seen["B_shape"] == (6, 4), \
         f"lora_A has shape {seen['A_shape']} and lora_B {seen['B_shape']}; expected (r, in) = (4, 8) and (out, r) = (6, 4)"
     assert seen["scaling"] == 2.0, f"scaling is {seen['scaling']}, expected alpha / r = 8 / 4 = 2"
@@ -86,7 +49,7 @@ def test_forward_adds_the_scaled_low_rank_update(submission):
     weight, bias, x = torch.randn(5, 7, generator=generator), torch.randn(5, generator=generator), \
         torch.randn(2, 3, 7, generator=generator)
     A, B = torch.randn(2, 7, generator=generator), torch.randn(5, 2, generator=generator)
-    seen = submission.probe(probe_layer, weight, bias, 2, 6.0, x, A, B)
+    seen = submission.probe(probes.lora_layer, weight, bias, 2, 6.0, x, A, B)
     assert_close(seen["out"], x @ weight.T + bias + x @ A.T @ B.T * 3.0, what="LoRALinear(x)", tensor=True, **FP32)
 
 
@@ -98,16 +61,16 @@ def test_the_merged_layer_computes_the_same(submission):
     weight, bias, x = torch.randn(4, 6, generator=generator), torch.randn(4, generator=generator), \
         torch.randn(5, 6, generator=generator)
     A, B = torch.randn(3, 6, generator=generator), torch.randn(4, 3, generator=generator)
-    seen = submission.probe(probe_layer, weight, bias, 3, 3.0, x, A, B)
+    seen = submission.probe(probes.lora_layer, weight, bias, 3, 6.0, x, A, B)
     assert_close(seen["merged_out"], seen["out"], what="merged()(x) against the LoRA layer's output", tensor=True,
-                 rtol=1e-4, atol=1e-5)
+                 **FP32)
 
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Adapters on a model")
 def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
     """all-linear on a micro Llama: the seven projections of each block, not lm_head; only adapters trainable"""
-    seen = submission.probe(probe_add_lora, MICRO_LLAMA, 4, 8, "all-linear")
+    seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 4, 8, "all-linear")
     names = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
     expected = sorted(f"model.layers.{i}.{name}" for i in range(2) for name in names)
@@ -120,7 +83,7 @@ def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
 @pytest.mark.concept("Adapters on a model")
 def test_trainable_parameters_counts_the_adapters(submission):
     """(trainable, total): r (in + out) per adapted layer; the total includes the adapters"""
-    seen = submission.probe(probe_add_lora, MICRO_LLAMA, 4, 8, ["q_proj", "v_proj"])
+    seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 4, 8, ["q_proj", "v_proj"])
     # q_proj 16 -> 16, v_proj 16 -> 8 (one key/value head of 8), two layers
     lora = 2 * 4 * ((16 + 16) + (16 + 8))
     base = 40 * 16 * 2 + 2 * (16 * 16 * 2 + 16 * 8 * 2 + 3 * 16 * 24 + 2 * 16) + 16
@@ -134,7 +97,7 @@ def test_labels_cover_the_reply_and_its_end_of_turn(submission):
     from transformers import AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
     messages = [{"role": "user", "content": "the old cat sees anna."}, {"role": "assistant", "content": "cat"}]
-    got = submission.probe(probe_tokenize, TOKENIZER, messages)
+    got = submission.probe(probes.tokenized, TOKENIZER, messages)
     ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
     assert got["input_ids"] == list(ids), "input_ids must be the chat template's tokens"
     targets = [tokenizer.convert_ids_to_tokens(t) for t in got["labels"] if t != -100]
@@ -195,7 +158,7 @@ def test_generate_reply_decodes_the_new_tokens(submission):
     """greedy reply of the base model after the generation prompt: the new tokens only, as text"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     messages = [{"role": "user", "content": "the old cat sees anna."}]
-    got = submission.probe(probe_generate, TOKENIZER, messages, 5)
+    got = submission.probe(probes.reply, TOKENIZER, messages, 5)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(TOKENIZER), AutoTokenizer.from_pretrained(TOKENIZER)
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
     out = model.generate(**prompt, max_new_tokens=5, do_sample=False, eos_token_id=[7, 2], pad_token_id=0)

@@ -7,7 +7,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import os
 import re
 import warnings

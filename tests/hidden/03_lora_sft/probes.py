@@ -4,7 +4,6 @@ does with them, and returns data only. Probes observe; they never compute an exp
 import contextlib
 import copy
 import hashlib
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
