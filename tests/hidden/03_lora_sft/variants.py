@@ -1,0 +1,298 @@
+"""Mutants (the ways a LoRA SFT goes almost right) and alternative correct solutions for exercise
+03, as edits of solutions/03_lora_sft/lora_sft.py. Each mutant names the README rule it breaks
+(contracts.py); `grader audit 03` grades them."""
+from grader.running.variants import Alternative, Mutant
+
+LORA, MERGING, ADAPTERS = "LoRA by hand", "Merging", "Adapters on a model"
+TEMPLATE, PACKING, TRL = "The chat template and the loss mask", "Packing", "The real thing: peft + trl"
+GENERATION, LEARNING, SOURCE = "Talking to the model", "Does it learn?", "Read the source"
+
+FREEZE_BASE = """        for parameter in self.base.parameters():
+            parameter.requires_grad_(False)
+"""
+INIT_A = "        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))\n"
+FORWARD = "        return self.base(x) + (self.dropout(x) @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"
+MERGE = "            merged.weight.copy_(base.weight + self.scaling * (self.lora_B @ self.lora_A))\n"
+LABELS = ('    labels = [token if marked else IGNORE_INDEX for token, marked in zip(input_ids, '
+          'encoded["assistant_masks"])]\n')
+PIECES = "            pieces.append((input_ids[start:start + seq_len], labels[start:start + seq_len]))\n"
+ROW_LABELS = '            row["labels"] += [IGNORE_INDEX] + labels[1:]\n'
+ROW_POSITIONS = '            row["position_ids"] += list(range(len(input_ids)))\n'
+CPU_SETTINGS = "        bf16=cuda, use_cpu=not cuda,                # trl's default bf16=True refuses a CPU, or crawls on one\n"
+NO_CHECKPOINTING = "        activation_checkpointing=False,             # trl turns it on by default: recomputation we do not need\n"
+LOGGING = '        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True)\n'
+SAVE = "    model.save_pretrained(out_dir)\n"
+GENERATE = """        output = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
+                                pad_token_id=tokenizer.pad_token_id)
+"""
+PROMPT = """    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True,
+                                           return_tensors="pt").to(model.device)
+"""
+DECODE = "    return tokenizer.decode(output[0, prompt[\"input_ids\"].shape[1]:], skip_special_tokens=True)\n"
+
+MUTANTS = [
+    # ---------------------------------------------------------------- LoRA by hand
+    Mutant("b_random", LORA, rule="lora.init_b", note="B drawn like A: a fresh layer already changes the model",
+           edits={INIT_A: INIT_A + "        nn.init.kaiming_uniform_(self.lora_B, a=math.sqrt(5))\n"}),
+    Mutant("a_and_b_zero", LORA, rule="lora.init_a", note="both zero: no gradient ever reaches either",
+           edits={INIT_A: "        nn.init.zeros_(self.lora_A)\n"}),
+    Mutant("a_gaussian", LORA, rule="lora.init_a", note="peft's other init (normal, std 1/r), not the default",
+           edits={INIT_A: "        nn.init.normal_(self.lora_A, std=1 / r)\n"}),
+    Mutant("a_kaiming_default_gain", LORA, rule="lora.init_a", note="kaiming_uniform_ with a=0: sqrt(6) times wider",
+           edits={INIT_A: "        nn.init.kaiming_uniform_(self.lora_A)\n"}),
+    Mutant("scaling_alpha", LORA, rule="lora.scaling", note="alpha instead of alpha / r",
+           edits={"        self.scaling = alpha / r\n": "        self.scaling = alpha\n"}),
+    Mutant("scaling_rslora", LORA, rule="lora.scaling", note="rsLoRA's alpha / sqrt(r)",
+           edits={"        self.scaling = alpha / r\n": "        self.scaling = alpha / math.sqrt(r)\n"}),
+    Mutant("no_scaling_in_forward", LORA, rule="lora.forward", note="scaling stored, never applied",
+           edits={FORWARD: "        return self.base(x) + self.dropout(x) @ self.lora_A.T @ self.lora_B.T\n"}),
+    Mutant("two_dimensional_only", LORA, rule="lora.forward", note="torch.mm: a batch of sequences fails",
+           edits={FORWARD: "        return self.base(x) + torch.mm(torch.mm(self.dropout(x), self.lora_A.T), "
+                           "self.lora_B.T) * self.scaling\n"}),
+    Mutant("base_trainable", LORA, rule="lora.base_frozen", note="the base is never frozen",
+           edits={FREEZE_BASE: ""}),
+    Mutant("float32_adapters", LORA, rule="lora.dtype", note="adapters in the default dtype, not the base's",
+           edits={'        factory = {"device": base.weight.device, "dtype": base.weight.dtype}\n':
+                  '        factory = {"device": base.weight.device}\n'}),
+    Mutant("dropout_on_output", LORA, rule="lora.dropout_input", note="the whole output, base path included, dropped",
+           edits={FORWARD: "        return self.dropout(self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling)\n"}),
+    Mutant("dropout_on_adapter_output", LORA, rule="lora.dropout_input", note="dropout after A and B, not before",
+           edits={FORWARD: "        return self.base(x) + self.dropout(x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
+    Mutant("dropout_ignored", LORA, rule="lora.dropout_input", note="the dropout argument is never used",
+           edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
+                  "        self.dropout = nn.Identity()\n"}),
+    Mutant("dropout_in_eval_mode", LORA, rule="lora.dropout_eval", note="F.dropout without training=self.training",
+           edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
+                  "        self.p = dropout\n",
+                  FORWARD: "        x_a = torch.nn.functional.dropout(x, self.p)\n"
+                           "        return self.base(x) + (x_a @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
+    # ---------------------------------------------------------------- Merging
+    Mutant("merge_without_scaling", MERGING, rule="merge.weight", note="W + B A",
+           edits={MERGE: "            merged.weight.copy_(base.weight + self.lora_B @ self.lora_A)\n"}),
+    Mutant("merge_a_times_b", MERGING, rule="merge.weight", note="A @ B: computes only when the shapes happen to allow it",
+           edits={MERGE: "            merged.weight.copy_(base.weight + self.scaling * (self.lora_A @ self.lora_B))\n"}),
+    Mutant("merge_drops_bias", MERGING, rule="merge.weight", note="the merged layer has no bias",
+           edits={"        merged = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,\n":
+                  "        merged = nn.Linear(base.in_features, base.out_features, bias=False,\n",
+                  "            if base.bias is not None:\n                merged.bias.copy_(base.bias)\n": ""}),
+    Mutant("merge_in_place", MERGING, rule="merge.leaves_layer", note="folds into the base and returns it",
+           edits={"        base = self.base\n        merged = nn.Linear(": "        base = self.base\n"
+                  "        with torch.no_grad():\n"
+                  "            base.weight += self.scaling * (self.lora_B @ self.lora_A)\n"
+                  "        return base\n        merged = nn.Linear("}),
+    # ---------------------------------------------------------------- Adapters on a model
+    Mutant("all_linear_includes_head", ADAPTERS, rule="add_lora.all_linear", note="lm_head adapted too",
+           edits={"        return [name for name in linears if model.get_submodule(name) is not head]\n":
+                  "        return linears\n"}),
+    Mutant("all_linear_attention_only", ADAPTERS, rule="add_lora.all_linear", note="the MLP left out",
+           edits={"        return [name for name in linears if model.get_submodule(name) is not head]\n":
+                  "        return [name for name in linears if model.get_submodule(name) is not head and \"attn\" in name]\n"}),
+    Mutant("names_by_substring", ADAPTERS, rule="add_lora.names", note="'up_proj' in 'mlp.gate_up_proj'",
+           edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
+                  '    chosen = [name for name in linears if any(t in name for t in names)]\n'}),
+    Mutant("names_endswith_without_dot", ADAPTERS, rule="add_lora.names", note="endswith without the dot",
+           edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
+                  '    chosen = [name for name in linears if any(name.endswith(t) for t in names)]\n'}),
+    Mutant("no_match_is_silent", ADAPTERS, rule="add_lora.no_match", note="a list that selects nothing adapts nothing",
+           edits={"    if not chosen:\n        raise ValueError(": "    if False:\n        raise ValueError("}),
+    Mutant("nothing_else_frozen", ADAPTERS, rule="add_lora.freeze", note="embeddings, norms and the head stay trainable",
+           edits={"    for parameter in model.parameters():\n        parameter.requires_grad_(False)\n    for name in targets:":
+                  "    for name in targets:"}),
+    Mutant("returns_nothing", ADAPTERS, rule="add_lora.in_place", note="forgets to return the model",
+           edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
+                  "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n"}),
+    Mutant("tied_weights_twice", ADAPTERS, rule="count.peft", note="named_parameters(remove_duplicate=False)",
+           edits={"    for parameter in model.parameters():\n        total += parameter.numel()\n":
+                  "    for _, parameter in model.named_parameters(remove_duplicate=False):\n        total += parameter.numel()\n"}),
+    # ---------------------------------------------------------------- The chat template and the loss mask
+    Mutant("labels_on_the_prompt_too", TEMPLATE, rule="tok.mask", note="labels = input_ids",
+           edits={LABELS: "    labels = list(input_ids)\n"}),
+    Mutant("hard_coded_reply_spans", TEMPLATE, rule="tok.mask",
+           note="replies found between <|assistant|> and <|end|> instead of the template's marks",
+           edits={LABELS: """    start, end = tokenizer.convert_tokens_to_ids("<|assistant|>"), tokenizer.convert_tokens_to_ids("<|end|>")
+    labels, inside = [], False
+    for token in input_ids:
+        labels.append(token if inside else IGNORE_INDEX)
+        if token == start:
+            inside = True
+        elif token == end:
+            inside = False
+"""}),
+    Mutant("labels_without_end_of_turn", TEMPLATE, rule="tok.end_of_turn", note="the model never learns to stop",
+           edits={LABELS: LABELS + '    end = tokenizer.convert_tokens_to_ids("<|end|>")\n'
+                                   '    labels = [IGNORE_INDEX if token == end else label for token, label in zip(input_ids, labels)]\n'}),
+    Mutant("labels_shifted", TEMPLATE, rule="tok.unshifted", note="shifted here and again in the loss",
+           edits={LABELS: LABELS + "    labels = labels[1:] + [IGNORE_INDEX]\n"}),
+    Mutant("pad_masked_by_id", TEMPLATE, rule="tok.pad_token", note="pad = <|end|> removes every end-of-turn target",
+           edits={LABELS: LABELS + "    labels = [IGNORE_INDEX if token == tokenizer.pad_token_id else label "
+                                   "for token, label in zip(input_ids, labels)]\n"}),
+    Mutant("truncate_from_the_left", TEMPLATE, rule="tok.truncation", note="keeps the last max_length tokens",
+           edits={"        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
+                  "        input_ids, labels = input_ids[-max_length:], labels[-max_length:]\n"}),
+    Mutant("attention_mask_not_truncated", TEMPLATE, rule="tok.truncation", note="the template's mask, uncut",
+           edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
+                  '    return {"input_ids": input_ids, "attention_mask": list(encoded["attention_mask"]), "labels": labels}\n'}),
+    Mutant("returns_tensors", TEMPLATE, rule="tok.lists", note="torch tensors instead of lists",
+           edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
+                  '    return {"input_ids": torch.tensor(input_ids), "attention_mask": torch.ones(len(input_ids), dtype=torch.long),\n'
+                  '            "labels": torch.tensor(labels)}\n'}),
+    # ---------------------------------------------------------------- Packing
+    Mutant("positions_never_restart", PACKING, rule="pack.positions", note="one position count per row",
+           edits={ROW_POSITIONS: '            row["position_ids"] = list(range(len(row["input_ids"])))\n'}),
+    Mutant("predicts_across_boundaries", PACKING, rule="pack.boundary", note="no -100 at an example's first token",
+           edits={ROW_LABELS: '            row["labels"] += labels\n'}),
+    Mutant("first_example_of_a_row_unmasked", PACKING, rule="pack.boundary",
+           note="-100 only where an example follows another",
+           edits={ROW_LABELS: '            row["labels"] += ([IGNORE_INDEX] + labels[1:]) if row["labels"] else labels\n'}),
+    Mutant("drops_the_tail", PACKING, rule="pack.split", note="trl's 'bfd': the rest of a long example silently dropped",
+           edits={"        for start in range(0, len(input_ids), seq_len):\n" + PIECES:
+                  "        if input_ids:\n"
+                  "            pieces.append((input_ids[:seq_len], labels[:seq_len]))\n"}),
+    Mutant("splits_from_the_end", PACKING, rule="pack.split", note="the short piece first",
+           edits={"        for start in range(0, len(input_ids), seq_len):\n" + PIECES:
+                  "        for end in range(len(input_ids), 0, -seq_len):\n"
+                  "            pieces.append((input_ids[max(0, end - seq_len):end], labels[max(0, end - seq_len):end]))\n"}),
+    Mutant("wrapped", PACKING, rule="pack.whole", note="trl's 'wrapped': all tokens in one stream cut every seq_len",
+           functions={"pack": '''
+def pack(examples, seq_len):
+    stream = [(t, l, p) for e in examples for p, (t, l) in enumerate(zip(e["input_ids"], e.get("labels", e["input_ids"])))]
+    rows = []
+    for start in range(0, len(stream), seq_len):
+        chunk = stream[start:start + seq_len]
+        rows.append({"input_ids": [t for t, _, _ in chunk],
+                     "labels": [IGNORE_INDEX if p == 0 else l for _, l, p in chunk],
+                     "position_ids": [p for _, _, p in chunk]})
+    return rows
+'''}),
+    Mutant("next_fit", PACKING, rule="pack.dense", note="fills one row, closes it, never looks back",
+           edits={"        fitting = [row for row in rows if row[0] >= length]\n":
+                  "        fitting = [row for row in rows[-1:] if row[0] >= length]\n"}),
+    Mutant("one_example_per_row", PACKING, rule="pack.dense", note="no packing at all",
+           edits={"        fitting = [row for row in rows if row[0] >= length]\n": "        fitting = []\n"}),
+    Mutant("empty_example_kept", PACKING, rule="pack.empty", note="an empty example leaves a label without a token",
+           edits={"        for start in range(0, len(input_ids), seq_len):\n":
+                  "        for start in range(0, max(len(input_ids), 1), seq_len):\n"}),
+    Mutant("labels_required", PACKING, rule="pack.default_labels", note="KeyError on an example without labels",
+           edits={'        labels = list(example.get("labels", input_ids))\n': '        labels = list(example["labels"])\n'}),
+    Mutant("padded_rows", PACKING, rule="pack.rows", note="rows padded to seq_len, as if for a batch",
+           edits={"        packed.append(row)\n": '        pad = seq_len - len(row["input_ids"])\n'
+                  '        row = {"input_ids": row["input_ids"] + [0] * pad, "labels": row["labels"] + [IGNORE_INDEX] * pad,\n'
+                  '               "position_ids": row["position_ids"] + [0] * pad}\n'
+                  "        packed.append(row)\n"}),
+    # ---------------------------------------------------------------- The real thing: peft + trl
+    Mutant("trainer_without_assistant_only_loss", TRL, rule="sft.assistant_only",
+           note="the loss on every token: system and user turns included",
+           edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
+                  "        learning_rate=learning_rate, seed=seed,\n"}),
+    Mutant("trl_default_learning_rate", TRL, rule="sft.settings", note="learning_rate never passed: trl's 2e-5",
+           edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
+                  "        seed=seed, assistant_only_loss=True,\n"}),
+    Mutant("bf16_autocast_on_cpu", TRL, rule="sft.settings", note="use_cpu=True but trl's default bf16=True",
+           edits={CPU_SETTINGS: "        use_cpu=not cuda,\n"}),
+    Mutant("gradient_checkpointing_left_on", TRL, rule="sft.settings", note="trl's default checkpointing",
+           edits={NO_CHECKPOINTING: ""}),
+    Mutant("bf16_weights_on_cpu", TRL, rule="sft.load", note="the model loaded in bf16 on a CPU",
+           edits={"dtype=torch.bfloat16 if cuda else torch.float32)": "dtype=torch.bfloat16)"}),
+    Mutant("peft_default_targets", TRL, rule="sft.lora_config", note="no target_modules: peft's q_proj, v_proj for Llama",
+           edits={'                                             target_modules="all-linear", task_type="CAUSAL_LM"))\n':
+                  '                                             task_type="CAUSAL_LM"))\n'}),
+    Mutant("lora_alpha_and_dropout_ignored", TRL, rule="sft.lora_config", note="LoraConfig's defaults for alpha and dropout",
+           edits={"    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,\n":
+                  "    model = get_peft_model(model, LoraConfig(r=r,\n"}),
+    Mutant("base_unfrozen", TRL, rule="sft.frozen_base", note="every parameter made trainable again",
+           edits={"    args = SFTConfig(\n": "    for parameter in model.parameters():\n"
+                  "        parameter.requires_grad_(True)\n    args = SFTConfig(\n"}),
+    Mutant("saves_the_merged_model", TRL, rule="sft.saved", note="a full model instead of the adapter",
+           edits={SAVE: "    model.merge_and_unload().save_pretrained(out_dir)\n"}),
+    Mutant("relative_output_dir", TRL, rule="sft.writes", note="the trainer writes into the working directory",
+           edits={'        output_dir=str(out_dir / "trainer"),': '        output_dir="trainer_output",'}),
+    Mutant("load_dataset_cache", TRL, rule="sft.writes", note="load_dataset writes its Arrow cache outside out_dir",
+           edits={"    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(_read_conversations(train_path)),\n":
+                  "    from datasets import load_dataset\n"
+                  "    trainer = SFTTrainer(model=model, args=args, train_dataset=load_dataset(\"json\", data_files=str(train_path), split=\"train\"),\n"}),
+    Mutant("loss_every_ten_steps", TRL, rule="sft.returns", note="trl's logging_steps: fewer losses than steps",
+           edits={LOGGING: '        save_strategy="no", report_to="none", disable_tqdm=True)\n'}),
+    Mutant("returns_the_total_count", TRL, rule="sft.returns", note="get_nb_trainable_parameters()[1]",
+           edits={'            "trainable_parameters": model.get_nb_trainable_parameters()[0]}':
+                  '            "trainable_parameters": model.get_nb_trainable_parameters()[1]}'}),
+    # ---------------------------------------------------------------- Talking to the model
+    Mutant("no_generation_prompt", GENERATION, rule="gen.prompt", note="the prompt does not end with <|assistant|>",
+           edits={PROMPT: PROMPT.replace("add_generation_prompt=True", "add_generation_prompt=False")}),
+    Mutant("sampling", GENERATION, rule="gen.greedy", note="do_sample=True",
+           edits={GENERATE: GENERATE.replace("do_sample=False", "do_sample=True")}),
+    Mutant("stops_at_eos_only", GENERATION, rule="gen.stop", note="eos_token_id=tokenizer.eos_token_id: never <|end|>",
+           edits={GENERATE: GENERATE.replace("eos_token_id=stop", "eos_token_id=tokenizer.eos_token_id")}),
+    Mutant("fixed_max_new_tokens", GENERATION, rule="gen.stop", note="max_new_tokens ignored",
+           edits={GENERATE: GENERATE.replace("max_new_tokens=max_new_tokens", "max_new_tokens=8")}),
+    Mutant("special_tokens_kept", GENERATION, rule="gen.decode", note="<|end|> left in the reply",
+           edits={DECODE: DECODE.replace("skip_special_tokens=True", "skip_special_tokens=False")}),
+    Mutant("decodes_the_prompt_too", GENERATION, rule="gen.decode", note="the whole sequence decoded",
+           edits={DECODE: "    return tokenizer.decode(output[0], skip_special_tokens=True)\n"}),
+    Mutant("generates_in_training_mode", GENERATION, rule="gen.eval_mode", note="no model.eval(): dropout on",
+           edits={"    was_training = model.training\n    model.eval()\n": "    was_training = model.training\n"}),
+    Mutant("mode_not_restored", GENERATION, rule="gen.eval_mode", note="the model is left in eval mode",
+           edits={"    model.train(was_training)\n": ""}),
+    # ---------------------------------------------------------------- Does it learn?
+    Mutant("sft_a_and_b_zero", LEARNING, rule="learn.exact_match",
+           note="A zeroed after get_peft_model: no adapter ever moves, every check of the short run still passes",
+           edits={"    args = SFTConfig(\n": "    for name, parameter in model.named_parameters():\n"
+                  "        if \"lora_A\" in name:\n            parameter.data.zero_()\n    args = SFTConfig(\n"}),
+    # ---------------------------------------------------------------- Read the source
+    Mutant("source_old_blog_post", SOURCE, rule="src.resolves", note="a collator trl removed",
+           edits={'    "assistant_only_loss": "trl.trainer.sft_trainer.SFTTrainer._prepare_dataset",':
+                  '    "assistant_only_loss": "trl.trainer.utils.DataCollatorForCompletionOnlyLM.torch_call",'}),
+    Mutant("source_constant_length_dataset", SOURCE, rule="src.resolves", note="trl's packing before bfd, since removed",
+           edits={'    "packing": "trl.data_utils._pack_bfd",': '    "packing": "trl.trainer.utils.ConstantLengthDataset.__iter__",'}),
+    Mutant("source_the_caller_merge", SOURCE, rule="src.own_code", note="merge_and_unload delegates the fold",
+           edits={'    "merge": "peft.tuners.lora.layer.Linear.get_delta_weight",':
+                  '    "merge": "peft.tuners.lora.model.LoraModel.merge_and_unload",'}),
+    Mutant("source_the_caller_packing", SOURCE, rule="src.own_code", note="pack_dataset maps a kernel over the dataset",
+           edits={'    "packing": "trl.data_utils._pack_bfd",': '    "packing": "trl.data_utils.pack_dataset",'}),
+]
+
+ALTERNATIVES = [
+    Alternative("functional_linear", note="F.linear for both adapters, the scale folded into B",
+                edits={FORWARD: "        F = torch.nn.functional\n"
+                                "        return self.base(x) + F.linear(F.linear(self.dropout(x), self.lora_A), "
+                                "self.lora_B * self.scaling)\n"}),
+    Alternative("merge_scaled_b_first", note="(scaling * B) @ A: the same weight, rounded differently",
+                edits={MERGE: "            merged.weight.copy_(base.weight + (self.scaling * self.lora_B) @ self.lora_A)\n"}),
+    Alternative("head_excluded_by_name", note="all-linear leaves out a module named lm_head",
+                edits={"        return [name for name in linears if model.get_submodule(name) is not head]\n":
+                       '        return [name for name in linears if name.rsplit(".", 1)[-1] != "lm_head"]\n'}),
+    Alternative("template_text_and_offsets", note="render the template, tokenize the text with offsets, mark the "
+                "tokens that overlap the template's generation spans",
+                functions={"tokenize_conversation": '''
+def tokenize_conversation(tokenizer, messages, max_length=None):
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, spans = render_jinja_template(conversations=[messages], chat_template=tokenizer.chat_template,
+                                            return_assistant_tokens_mask=True, **tokenizer.special_tokens_map)
+    encoded = tokenizer(rendered[0], add_special_tokens=False, return_offsets_mapping=True)
+    labels = []
+    for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"]):
+        inside = any(start < span_end and end > span_start for span_start, span_end in spans[0])
+        labels.append(token if inside else IGNORE_INDEX)
+    input_ids = list(encoded["input_ids"])
+    if max_length is not None:
+        input_ids, labels = input_ids[:max_length], labels[:max_length]
+    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
+'''}),
+    Alternative("first_fit_in_order", note="first fit, examples in their given order (README allows it)",
+                edits={"    for index in sorted(range(len(pieces)), key=lambda i: -len(pieces[i][0])):\n":
+                       "    for index in range(len(pieces)):\n",
+                       "        row = min(fitting, key=lambda row: row[0]) if fitting else None\n":
+                       "        row = fitting[0] if fitting else None\n"}),
+    Alternative("trainer_saves_the_adapter", note="trainer.save_model(out_dir): the adapter, plus the tokenizer and "
+                "the training arguments, all inside out_dir",
+                edits={SAVE: "    trainer.save_model(str(out_dir))\n"}),
+    Alternative("greedy_loop_by_hand", note="argmax token by token, no generate()",
+                edits={GENERATE: """        ids = prompt["input_ids"]
+        for _ in range(max_new_tokens):
+            token = model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)
+            ids = torch.cat([ids, token], dim=1)
+            if token.item() in stop:
+                break
+        output = ids
+"""}),
+]
