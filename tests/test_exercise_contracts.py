@@ -9,7 +9,8 @@ import pytest
 
 from grader.core.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
-from grader.running.variants import base_source, variants_of
+from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
+from grader.running.variants import INDEPENDENT, base_source, independent_path, variants_of
 
 TASKS = all_tasks()
 IDS = [t.name for t in TASKS]
@@ -108,3 +109,30 @@ def test_variants_apply_and_name_readme_concepts(task):
         if variant.kind == "mutant":
             assert variant.concept in sections, f"{variant.name}: {variant.concept!r} is not a README section"
     assert len({v.name for v in variants}) == len(variants)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_readme_rules_are_listed_and_each_has_a_mutant(task):
+    """The rules a README marks (`<!-- rule: id -->`) are those listed in contracts.py, each under
+    the section its marker stands in; the Chinese README marks the same rules in the same order;
+    every rule has a mutant that breaks it; and an independent solution comes with its own bugs."""
+    rules = rules_of(task)
+    if not rules:
+        pytest.skip("no contracts.py beside this suite yet")
+    english = readme_rule_ids(task.exercise_dir / "README.md")
+    assert len(english) == len(set(english)), "a rule is marked twice in README.md"
+    assert sorted(english) == sorted(rule.id for rule in rules), \
+        {"marked, not listed": sorted(set(english) - {r.id for r in rules}),
+         "listed, not marked": sorted({r.id for r in rules} - set(english))}
+    assert readme_rule_ids(task.exercise_dir / "README.zh-CN.md") == english, "README.zh-CN.md marks other rules"
+    sections = readme_rule_sections(task.exercise_dir / "README.md")
+    misplaced = {rule.id: (rule.section, sections[rule.id]) for rule in rules if sections[rule.id] != rule.section}
+    assert not misplaced, f"rules listed under another section than their marker's: {misplaced}"
+    mutants = [v for v in variants_of(task) if v.kind == "mutant"]
+    assert {v.rule for v in mutants} <= set(english), "a mutant names a rule the README does not mark"
+    assert not {r.id for r in rules} - {v.rule for v in mutants}, "every rule needs a mutant that breaks it"
+    independent = [v for v in variants_of(task) if v.base == INDEPENDENT]
+    if independent:
+        assert independent_path(task).is_file()
+        assert sum(v.kind == "alternative" for v in independent) >= 1
+        assert sum(v.kind == "mutant" for v in independent) >= 8
