@@ -195,10 +195,10 @@ def plot_curves(log_path, png_path):
 # ---------------------------------------------------------------- helpers
 
 def _build_model(cfg):
-    if cfg["init"] == "pretrained":
+    config = None if cfg["init"] == "pretrained" else AutoConfig.from_pretrained(cfg["model_dir"])
+    torch.manual_seed(cfg["seed"])          # a scratch model's weights and every dropout mask draw from here
+    if config is None:
         return AutoModelForCausalLM.from_pretrained(cfg["model_dir"], dtype=torch.float32)
-    config = AutoConfig.from_pretrained(cfg["model_dir"])
-    torch.manual_seed(cfg["seed"])
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 

@@ -3,10 +3,14 @@ learner's loop from the outside (which model it built, what every optimizer step
 return data only."""
 import contextlib
 
-from torch.optim.optimizer import register_optimizer_step_post_hook
-
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from transformers import AutoConfig, AutoModelForCausalLM
+
+
+# The global generator's state when train() is called: not the run's seed, so a model or a dropout
+# mask drawn without seeding first comes out other than the contract's.
+FOREIGN_SEED = 987654321
 
 
 class Preempted(Exception):
@@ -17,9 +21,29 @@ def flat_parameters(model):
     return torch.cat([p.detach().float().flatten() for p in model.parameters()])
 
 
+def gradient_norm(model):
+    """The norm of the whole gradient the parameters hold (those without one count as zero)."""
+    norms = [p.grad.detach().float().norm() for p in model.parameters() if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+
+
+def _on_cpu(value):
+    return value.detach().to("cpu") if torch.is_tensor(value) else None
+
+
+def _forward_record(model, args, kwargs):
+    """What one forward pass of the learner's model saw: its batch, and the state it ran in."""
+    input_ids = kwargs.get("input_ids", args[0] if args else None)
+    device_type = input_ids.device.type if torch.is_tensor(input_ids) else "cpu"
+    return {"input_ids": _on_cpu(input_ids), "attention_mask": _on_cpu(kwargs.get("attention_mask")),
+            "grad": torch.is_grad_enabled(), "training": model.training,
+            "autocast": torch.is_autocast_enabled(device_type) and torch.get_autocast_dtype(device_type) == torch.bfloat16}
+
+
 @contextlib.contextmanager
-def models_built():
-    """Record every model AutoModelForCausalLM.from_config / from_pretrained returns."""
+def models_built(on_build=lambda model: None):
+    """Record every model AutoModelForCausalLM.from_config / from_pretrained returns, and hand
+    each to `on_build` (to hook it) as it is built."""
     built = []
     originals = {name: getattr(AutoModelForCausalLM, name) for name in ("from_config", "from_pretrained")}
 
@@ -27,6 +51,7 @@ def models_built():
         def build(*args, **kwargs):
             model = original(*args, **kwargs)
             built.append(model)
+            on_build(model)
             return model
         return build
 
@@ -40,29 +65,47 @@ def models_built():
 
 
 def watch_training(module, cfg, interrupt_after_step=None):
-    """Run the learner's train(cfg) and report, for every optimizer step, the learning rate
-    it used and the parameters after it; and the dtypes of parameters and optimizer state at
-    the end. With `interrupt_after_step`, the run is interrupted right after that step."""
-    steps, dtypes = [], {}
+    """Run the learner's train(cfg) and report, for every optimizer step, the forward passes since
+    the previous step (batch, grad mode, train mode, autocast), the norm of the gradient it applied,
+    the learning rate it used and the parameters after it; the parameters, their dtypes and torch's
+    generator state at the first forward pass; the dtypes of parameters and optimizer state at the
+    end, and how many parameters still hold a gradient. With `interrupt_after_step`, the run is
+    interrupted right after that step."""
+    steps, dtypes, forwards, initial, applied = [], {}, [], {}, []
+
+    def before_forward(model, args, kwargs):
+        if not initial:
+            initial.update(params=flat_parameters(model), dtypes=sorted({str(p.dtype) for p in model.parameters()}),
+                           rng=torch.get_rng_state())
+        forwards.append(_forward_record(model, args, kwargs))
+
+    def before_step(optimizer, args, kwargs):
+        applied.append(gradient_norm(built[-1]))
 
     def after_step(optimizer, args, kwargs):
         model = built[-1]
-        steps.append({"lr": optimizer.param_groups[0]["lr"], "params": flat_parameters(model)})
+        steps.append({"lr": optimizer.param_groups[0]["lr"], "params": flat_parameters(model), "forwards": forwards[:],
+                      "applied_grad_norm": applied.pop() if applied else None})
+        forwards.clear()
         dtypes["params"] = sorted({str(p.dtype) for p in model.parameters()})
         dtypes["optimizer_state"] = sorted({str(v.dtype) for state in optimizer.state.values()
                                             for v in state.values() if torch.is_tensor(v) and v.ndim > 0})
         if interrupt_after_step is not None and len(steps) == interrupt_after_step:
             raise Preempted()
 
-    with models_built() as built:
-        hook = register_optimizer_step_post_hook(after_step)
+    torch.manual_seed(FOREIGN_SEED)
+    with models_built(lambda model: model.register_forward_pre_hook(before_forward, with_kwargs=True)) as built:
+        hooks = [register_optimizer_step_pre_hook(before_step), register_optimizer_step_post_hook(after_step)]
         try:
             result = module.train(cfg)
         except Preempted:
             result = None
         finally:
-            hook.remove()
-    return {"result": result, "steps": steps, "dtypes": dtypes, "models_built": len(built)}
+            for hook in hooks:
+                hook.remove()
+    grads_left = sum(p.grad is not None for p in built[-1].parameters()) if built else 0
+    return {"result": result, "steps": steps, "dtypes": dtypes, "models_built": len(built), "initial": initial,
+            "grads_left": grads_left}
 
 
 def _tiny_model(config, seed, frozen):
@@ -114,7 +157,7 @@ def watch_plot(module, log_path, png_path):
         module.plot_curves(log_path, png_path)
     finally:
         Figure.savefig = original
-    axes = [{"xscale": ax.get_xscale(), "lines": [{"x": [float(v) for v in line.get_xdata()],
+    axes = [{"xscale": ax.get_xscale(), "top": float(ax.get_position().y1), "lines": [{"x": [float(v) for v in line.get_xdata()],
                                                    "y": [float(v) for v in line.get_ydata()]}
                                                   for line in ax.get_lines()]}
             for figure in figures[-1:] for ax in figure.get_axes()]
