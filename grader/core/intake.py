@@ -36,19 +36,55 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def git_head(folder: Path, stop_at: Path | None = None) -> str | None:
+def git_head(folder: Path, stop_at: Path | None = None, follow_files: bool = True) -> str | None:
     """HEAD of the git repository holding `folder` (looking no higher than `stop_at`), read from
     its files: a submission's repository is learner data, and running git on it would run
     whatever its configuration asks for (hooks, filters, fsmonitor). None outside git or when
-    HEAD cannot be resolved."""
-    git_dir = find_git_dir(folder, stop_at)
+    HEAD cannot be resolved. `follow_files`: see `find_git_dir`."""
+    git_dir = find_git_dir(folder, stop_at, follow_files)
     if git_dir is None:
         return None
     try:
         head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
         if not head.startswith("ref: "):
             return head if _is_sha(head) else None
-        ref = head[5:].strip()
+        return _resolve_ref(head[5:].strip(), [git_dir, _common_dir(git_dir)])
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def find_git_dir(folder: Path, stop_at: Path | None = None, follow_files: bool = True) -> Path | None:
+    """The git folder of the repository holding `folder`. With `follow_files`, a `.git` file
+    (`gitdir: ...`, as a worktree or a submodule has) is followed to the folder it names;
+    without, only a `.git` folder counts (what a sandbox can show on its own)."""
+    folder = Path(folder).resolve()
+    stop = Path(stop_at).resolve() if stop_at else None
+    for candidate in (folder, *folder.parents):
+        dot_git = candidate / ".git"
+        if dot_git.is_dir():
+            return dot_git
+        if follow_files and dot_git.is_file():
+            try:
+                line = dot_git.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            target = (candidate / line[len("gitdir:"):].strip()).resolve() if line.startswith("gitdir:") else None
+            return target if target is not None and target.is_dir() else None
+        if candidate == stop:
+            return None
+    return None
+
+
+def _common_dir(git_dir: Path) -> Path:
+    """Where a worktree's branches live: its `commondir`, else the git folder itself."""
+    try:
+        return (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        return git_dir
+
+
+def _resolve_ref(ref: str, git_dirs: list[Path]) -> str | None:
+    for git_dir in git_dirs:
         loose = git_dir / ref
         if loose.is_file() and loose.resolve().is_relative_to(git_dir.resolve()):
             value = loose.read_text(encoding="utf-8").strip()
@@ -58,21 +94,6 @@ def git_head(folder: Path, stop_at: Path | None = None) -> str | None:
             sha, _, name = line.partition(" ")
             if name == ref and _is_sha(sha):
                 return sha
-    except (OSError, UnicodeDecodeError):
-        return None
-    return None
-
-
-def find_git_dir(folder: Path, stop_at: Path | None = None) -> Path | None:
-    """The `.git` folder of the repository holding `folder` (a `.git` file, as in worktrees, is
-    not followed)."""
-    folder = Path(folder).resolve()
-    stop = Path(stop_at).resolve() if stop_at else None
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").is_dir():
-            return candidate / ".git"
-        if candidate == stop:
-            return None
     return None
 
 

@@ -155,7 +155,7 @@ class WorkerBackend:
 
     def _submission_git_dir(self) -> Path | None:
         """The submission's own repository, which a sandboxed worker may see (never the course's)."""
-        git_dir = find_git_dir(self.module_path.parent, stop_at=self.context.submission_root)
+        git_dir = find_git_dir(self.module_path.parent, stop_at=self.context.submission_root, follow_files=False)
         return git_dir if git_dir is not None and git_dir.parent.resolve() != COURSE_ROOT else None
 
     @property
@@ -164,7 +164,7 @@ class WorkerBackend:
         if not self.context.spec.sandboxed:
             return git_head(self.module_path.parent)
         git_dir = self._submission_git_dir()
-        return git_head(git_dir.parent) if git_dir is not None else None
+        return git_head(git_dir.parent, follow_files=False) if git_dir is not None else None
 
     def start(self, deadline: float) -> None:
         __tracebackhide__ = True
