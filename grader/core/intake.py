@@ -64,13 +64,17 @@ def git_head(folder: Path, stop_at: Path | None = None) -> str | None:
 
 
 def find_git_dir(folder: Path, stop_at: Path | None = None) -> Path | None:
-    """The `.git` folder of the repository holding `folder` (a `.git` file, as in worktrees, is
-    not followed)."""
+    """The `.git` folder of the repository holding `folder`. Neither a `.git` file (as in
+    worktrees) nor a `.git` that is a link is followed: a link could lead anywhere, the course's
+    own root included, and a sandboxed worker is shown this folder."""
     folder = Path(folder).resolve()
     stop = Path(stop_at).resolve() if stop_at else None
     for candidate in (folder, *folder.parents):
-        if (candidate / ".git").is_dir():
-            return candidate / ".git"
+        git_dir = candidate / ".git"
+        if git_dir.is_symlink():
+            return None
+        if git_dir.is_dir():
+            return git_dir
         if candidate == stop:
             return None
     return None

