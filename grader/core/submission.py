@@ -166,11 +166,13 @@ class WorkerBackend:
             self._import_error = str(header.get("error") or "import failed")
             raise StudentImportError(self._import_error)
         self.startup_seconds.append(time.monotonic() - worker.started)
-        self._worker = worker
+        if worker.pause():           # learner code runs only while a call is in flight
+            self._worker = worker
 
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+        self._worker.resume()
         try:
-            return self._worker.request(header, blobs, deadline)
+            reply = self._worker.request(header, blobs, deadline)
         except wire.ChannelTimeout:
             self._stop(wait_s=0)
             raise CallTimeout(f"{name}() did not return within the time limit") from None
@@ -180,6 +182,9 @@ class WorkerBackend:
         except BaseException:
             self._stop(wait_s=0)    # interrupted mid-call: the worker's state is unknown
             raise
+        if not self._worker.pause():
+            self._worker = None     # it could not be stopped, so it was killed: the next call starts afresh
+        return reply
 
     def output_mark(self) -> int:
         return self.output.mark()
@@ -190,7 +195,7 @@ class WorkerBackend:
 
     def discard_worker(self) -> None:
         """After a malformed reply: the worker's state is unknown, the next call starts afresh."""
-        self._stop()
+        self._stop(wait_s=0)
 
     def _stop(self, wait_s: float = 1.0) -> str:
         how = self._worker.exit_description(wait_s) if self._worker else "not running"

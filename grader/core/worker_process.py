@@ -26,6 +26,8 @@ from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
+PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes microseconds; past this, kill it
+_STOPPED = ("T", "t", "Z", "X")   # stopped, traced and stopped, zombie, dead
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,33 @@ class WorkerProcess:
                 pass
         return f"exit code {code}"
 
+    def pause(self) -> bool:
+        """Stop every process of the worker (SIGSTOP) until `resume`: between calls, learner code
+        runs not at all, so nothing it left behind (a thread, a child) can race the tests' own
+        file writes or reads (planting a link where a test is about to write), or compete with
+        them for the CPU. False when the worker could not be stopped in time (it is then killed)."""
+        deadline = time.monotonic() + PAUSE_LIMIT_S
+        while time.monotonic() < deadline:
+            running = [pid for pid in self._processes() if _state(pid) not in _STOPPED]
+            if not running:
+                return True
+            for pid in running:
+                _signal(pid, signal.SIGSTOP)
+            time.sleep(0.0005)
+        self.kill()
+        return False
+
+    def resume(self) -> None:
+        for pid in self._processes():
+            _signal(pid, signal.SIGCONT)
+
+    def _processes(self) -> list[int]:
+        """The worker's processes: its cgroup's, else the launched process and its descendants
+        (in the sandbox, every process is one: orphans are adopted by the sandbox's init)."""
+        if self.cgroup.paths:
+            return [int(p) for p in (_read_text(self.cgroup.paths[0] / "cgroup.procs") or "").split()]
+        return _descendants_and_self(self.process.pid)
+
     def kill(self) -> None:
         """End the worker and everything it started, at once."""
         if self.process.poll() is None:
@@ -197,4 +226,35 @@ class WorkerProcess:
                 os.close(fd)
             except OSError:
                 pass
+
+
+
+def _state(pid: int) -> str | None:
+    text = _read_text(Path(f"/proc/{pid}/stat"))
+    return text[text.rindex(")") + 2] if text else None
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _descendants_and_self(root: int) -> list[int]:
+    """`root` and every process below it, from the kernel's lists of each thread's children."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        for children in Path(f"/proc/{pid}/task").glob("*/children"):
+            todo += [int(c) for c in (_read_text(children) or "").split()]
+    return found
 
