@@ -27,7 +27,9 @@ folders with no size limit.
 
 Limits: memory and process count by a cgroup per worker (v2 or v1) when this process may create
 one, else memory by RLIMIT_AS; CPU time, file size and open files by rlimits the worker sets on
-itself before the learner's module is imported (with no capabilities it cannot raise them again).
+itself before the learner's module is imported (with no capabilities it cannot raise them again);
+what it keeps in the folders it shares with the tests, which are on the host's disk, by the
+trusted side measuring them while it runs (`grader.core.worker_process`).
 Everything in the sandbox dies with it: the pid namespace ends with its first process, and the
 cgroup is emptied by SIGKILL before it is removed.
 """
@@ -75,6 +77,7 @@ class Limits:
     file_size_mb: int = 256        # the largest file it may write
     open_files: int = 1024
     tmp_mb: int = 512              # its private /tmp and /dev/shm, each (memory-backed, counted in memory_mb too)
+    scratch_mb: int = 1024         # what it may keep in the folders it shares with the tests (on disk)
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Limits":
@@ -134,7 +137,8 @@ def enforcement(limits: Limits) -> dict[str, str]:
             "processes": f"{limits.processes} (cgroup {kind})" if kind else "pid namespace only (no cgroup here)",
             "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
             "file_size_mb": f"{limits.file_size_mb} (rlimit)", "open_files": f"{limits.open_files} (rlimit)",
-            "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "network": "none (own network namespace)"}
+            "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "scratch_mb": f"{limits.scratch_mb} (checked while it runs)",
+            "network": "none (own network namespace)"}
 
 
 # ---------------------------------------------------------------- cgroups

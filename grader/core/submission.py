@@ -22,7 +22,7 @@ from grader.core.dispatch import answer
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.loading import StudentImportError, format_error, load_module
 from grader.tasks import COURSE_ROOT
-from grader.core.worker_process import WorkerOutput, WorkerProcess, WorkerSpec
+from grader.core.worker_process import ScratchFull, WorkerOutput, WorkerProcess, WorkerSpec
 
 STARTUP_LIMIT_S = 60.0
 
@@ -161,6 +161,9 @@ class WorkerBackend:
             how = worker.exit_description()
             worker.kill()
             raise WorkerCrashed(f"the process importing {self.module_path.name} died ({how})") from None
+        except ScratchFull as exc:
+            worker.kill()
+            raise WorkerCrashed(f"the process importing {self.module_path.name} was stopped: {exc}") from None
         if not header.get("ready"):
             worker.kill()
             self._import_error = str(header.get("error") or "import failed")
@@ -179,6 +182,9 @@ class WorkerBackend:
         except (wire.ChannelClosed, wire.WireError):
             how = self._stop()
             raise WorkerCrashed(f"the process running {name}() died ({how})") from None
+        except ScratchFull as exc:
+            self._stop(wait_s=0)
+            raise WorkerCrashed(f"the process running {name}() was stopped: {exc}") from None
         except BaseException:
             self._stop(wait_s=0)    # interrupted mid-call: the worker's state is unknown
             raise

@@ -26,6 +26,7 @@ MAX_MESSAGE_BYTES = 2 << 30     # everything in one message
 MAX_HEADER_BYTES = 64 << 20     # the JSON part
 _NUMERIC_KINDS = "biufc"        # bool, signed, unsigned, float, complex
 _LENGTH = struct.Struct(">Q")
+WAIT_STEP_S = 0.25
 
 
 class WireError(ValueError):
@@ -257,19 +258,21 @@ class Channel:
         for blob in blobs:
             self._write(blob)
 
-    def receive(self, deadline: float | None = None) -> tuple[dict, list[bytes]]:
-        (size,) = _LENGTH.unpack(self._read(_LENGTH.size, deadline))
+    def receive(self, deadline: float | None = None, while_waiting=None) -> tuple[dict, list[bytes]]:
+        """The next message. With a deadline, `while_waiting()` (which may raise) is called every
+        WAIT_STEP_S that passes with nothing to read."""
+        (size,) = _LENGTH.unpack(self._read(_LENGTH.size, deadline, while_waiting))
         if size > MAX_HEADER_BYTES:
             raise WireError(f"message header of {size} bytes is over the limit")
         try:
-            meta = json.loads(self._read(size, deadline))
+            meta = json.loads(self._read(size, deadline, while_waiting))
             header, sizes = meta["h"], meta["blobs"]
         except (ValueError, KeyError, TypeError) as exc:
             raise WireError(f"malformed message: {exc}") from None
         if any(not isinstance(n, int) or not 0 <= n <= MAX_BLOB_BYTES for n in sizes) \
                 or sum(sizes) > MAX_MESSAGE_BYTES:
             raise WireError("message announces blobs over the size limit")
-        return header, [self._read(n, deadline) for n in sizes]
+        return header, [self._read(n, deadline, while_waiting) for n in sizes]
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -280,14 +283,18 @@ class Channel:
                 raise ChannelClosed(str(exc)) from None
             view = view[written:]
 
-    def _read(self, n: int, deadline: float | None) -> bytes:
+    def _read(self, n: int, deadline: float | None, while_waiting=None) -> bytes:
         chunks = bytearray()
         while len(chunks) < n:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
-                ready, _, _ = select.select([self.read_fd], [], [], max(remaining, 0))
+                step = min(remaining, WAIT_STEP_S) if while_waiting else remaining
+                ready, _, _ = select.select([self.read_fd], [], [], max(step, 0))
                 if not ready:
-                    raise ChannelTimeout()
+                    if while_waiting is None or time.monotonic() >= deadline:
+                        raise ChannelTimeout()
+                    while_waiting()
+                    continue
             chunk = os.read(self.read_fd, min(n - len(chunks), 1 << 20))
             if not chunk:
                 raise ChannelClosed("the other side closed the channel")

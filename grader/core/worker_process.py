@@ -27,6 +27,7 @@ from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
 PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes microseconds; past this, kill it
+SCRATCH_ENTRIES = 100_000      # files and folders a worker may keep in its scratch folders
 _STOPPED = ("T", "t", "Z", "X")   # stopped, traced and stopped, zombie, dead
 
 
@@ -37,6 +38,10 @@ class WorkerSpec:
     limits: Limits = field(default_factory=Limits)
     probe_files: tuple[Path, ...] = ()
     writable_dirs: tuple[Path, ...] = ()
+
+
+class ScratchFull(Exception):
+    """The worker keeps more in its scratch folders than its limits allow."""
 
 
 class WorkerOutput:
@@ -158,11 +163,21 @@ class WorkerProcess:
                 json.dumps(rlimits)]
 
     def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
+        self.check_scratch()
         self.channel.send(header, blobs)
-        return self.channel.receive(deadline)
+        return self.channel.receive(deadline, while_waiting=self.check_scratch)
 
     def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
-        return self.channel.receive(deadline)
+        return self.channel.receive(deadline, while_waiting=self.check_scratch)
+
+    def check_scratch(self) -> None:
+        """The folders the worker shares with the tests are on the host's disk, which no sandbox
+        limit covers: what it keeps there is measured before each call and while it runs, and a
+        worker over the limit is stopped (ScratchFull) before it fills the disk."""
+        used, entries = _usage(self.spec.writable_dirs)
+        if used > self.spec.limits.scratch_mb << 20 or entries > SCRATCH_ENTRIES:
+            raise ScratchFull(f"it keeps {used >> 20} MB in {entries} files in its scratch folder; the limit is "
+                              f"{self.spec.limits.scratch_mb} MB and {SCRATCH_ENTRIES} files")
 
     def exit_description(self, wait_s: float = 1.0) -> str:
         """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""
@@ -258,3 +273,20 @@ def _descendants_and_self(root: int) -> list[int]:
             todo += [int(c) for c in (_read_text(children) or "").split()]
     return found
 
+
+def _usage(folders) -> tuple[int, int]:
+    """Bytes on disk and number of entries under `folders` (links are not followed)."""
+    used = entries = 0
+    todo = [str(f) for f in folders]
+    while todo and entries <= SCRATCH_ENTRIES:
+        try:
+            with os.scandir(todo.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    info = entry.stat(follow_symlinks=False)
+                    used += info.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+        except OSError:
+            continue           # removed while it was being measured
+    return used, entries
