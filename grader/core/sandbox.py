@@ -25,11 +25,12 @@ the host's root, which owns every root-owned file it can see (so `/proc/sys/kern
 writable through a writable `/proc`), and the jail's own root, `/` and `/dev`, are memory-backed
 folders with no size limit.
 
-Limits: memory and process count by a cgroup per worker (v2 or v1) when this process may create
-one, else memory by RLIMIT_AS; CPU time, file size and open files by rlimits the worker sets on
-itself before the learner's module is imported (with no capabilities it cannot raise them again);
-what it keeps in the folders it shares with the tests, which are on the host's disk, by the
-trusted side measuring them while it runs (`grader.core.worker_process`).
+Limits: memory, process count and CPU share by a cgroup per worker (v2 or v1; CPU where the cpu
+controller is there) when this process may create one, else memory by RLIMIT_AS; CPU time, file
+size and open files by rlimits the worker sets on itself before the learner's module is imported
+(with no capabilities it cannot raise them again); what it keeps in the folders it shares with the
+tests, which are on the host's disk, by the trusted side measuring them while it runs
+(`grader.core.worker_process`).
 Everything in the sandbox dies with it: the pid namespace ends with its first process, and the
 cgroup is emptied by SIGKILL before it is removed.
 """
@@ -73,6 +74,8 @@ class Limits:
     `GRADER_LIMIT_<NAME>` (e.g. GRADER_LIMIT_MEMORY_MB=8192), read when grading starts."""
     memory_mb: int = 3072          # all processes of the worker together
     processes: int = 64            # tasks (processes and threads) alive at once
+    cpus: float = 1.0              # CPU cores all its processes share: many busy processes of one learner
+                                   # must not starve the gradings that run beside it
     cpu_seconds: int = 1200        # CPU time of each process
     file_size_mb: int = 256        # the largest file it may write
     open_files: int = 1024
@@ -85,10 +88,12 @@ class Limits:
         for f in fields(cls):
             raw = environ.get(f"GRADER_LIMIT_{f.name.upper()}")
             if raw is not None:
+                kind = type(f.default)
                 try:
-                    values[f.name] = int(raw)
+                    values[f.name] = kind(raw)
                 except ValueError:
-                    raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not a whole number") from None
+                    what = "a number" if kind is float else "a whole number"
+                    raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not {what}") from None
         return cls(**values)
 
     def rlimits(self, with_address_space: bool) -> dict[str, int]:
@@ -132,9 +137,11 @@ def enforcement(limits: Limits) -> dict[str, str]:
     """How each limit is enforced on this machine, for the score report."""
     probe = Cgroup(f"probe-{os.getpid()}", limits)
     kind = probe.kind if probe.paths else None
+    cpus = f"{limits.cpus:g} (cgroup {kind})" if probe.cpu_limited else "not limited (no cpu cgroup controller here)"
     probe.kill_all()
     return {"memory_mb": f"{limits.memory_mb} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
             "processes": f"{limits.processes} (cgroup {kind})" if kind else "pid namespace only (no cgroup here)",
+            "cpus": cpus,
             "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
             "file_size_mb": f"{limits.file_size_mb} (rlimit)", "open_files": f"{limits.open_files} (rlimit)",
             "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "scratch_mb": f"{limits.scratch_mb} (checked while it runs)",
@@ -144,22 +151,33 @@ def enforcement(limits: Limits) -> dict[str, str]:
 # ---------------------------------------------------------------- cgroups
 
 class Cgroup:
-    """A cgroup per worker for memory and process count; `None` parts where none can be made."""
+    """A cgroup per worker for memory and process count, and CPU where the cpu controller is
+    there too; `None` parts where none can be made."""
 
     def __init__(self, name: str, limits: Limits):
         self.paths: list[Path] = []
+        self.cpu_limited = False
         self.kind = _cgroup_kind()
+        quota = f"{max(1000, int(limits.cpus * _CPU_PERIOD_US))} {_CPU_PERIOD_US}"
         if self.kind == "v2":
             path = _V2_PARENT / name
             if _try_mkdir(path) and _write(path / "memory.max", limits.memory_mb << 20) \
                     and _write(path / "pids.max", limits.processes):
                 _write(path / "memory.swap.max", 0)
+                self.cpu_limited = _write(path / "cpu.max", quota)
                 self.paths = [path]
         elif self.kind == "v1":
             memory, pids = _V1_ROOT / "memory" / "grader" / name, _V1_ROOT / "pids" / "grader" / name
             if _try_mkdir(memory) and _try_mkdir(pids) and _write(memory / "memory.limit_in_bytes", limits.memory_mb << 20) \
                     and _write(pids / "pids.max", limits.processes):
                 self.paths = [memory, pids]
+                cpu = _V1_ROOT / "cpu" / "grader" / name
+                if _try_mkdir(cpu) and _write(cpu / "cpu.cfs_period_us", _CPU_PERIOD_US) \
+                        and _write(cpu / "cpu.cfs_quota_us", quota.split()[0]):
+                    self.paths.append(cpu)
+                    self.cpu_limited = True
+                else:
+                    _try_rmdir(cpu)
             else:
                 for path in (memory, pids):
                     _try_rmdir(path)
@@ -208,6 +226,7 @@ class Cgroup:
 
 _V2_PARENT = Path("/sys/fs/cgroup/grader")
 _V1_ROOT = Path("/sys/fs/cgroup")
+_CPU_PERIOD_US = 100_000
 
 
 @functools.cache
@@ -215,13 +234,14 @@ def _cgroup_kind() -> str | None:
     if Path("/sys/fs/cgroup/cgroup.controllers").exists():
         controllers = _read(Path("/sys/fs/cgroup/cgroup.controllers")) or ""
         if {"memory", "pids"} <= set(controllers.split()) and _try_mkdir(_V2_PARENT):
-            _write(Path("/sys/fs/cgroup/cgroup.subtree_control"), "+memory +pids")
-            _write(_V2_PARENT / "cgroup.subtree_control", "+memory +pids")
+            for parent in (Path("/sys/fs/cgroup"), _V2_PARENT):
+                _write(parent / "cgroup.subtree_control", "+memory +pids")
+                _write(parent / "cgroup.subtree_control", "+cpu")        # where there is one
             _sweep([_V2_PARENT])
             return "v2"
         return None
     if (_V1_ROOT / "memory").is_dir() and (_V1_ROOT / "pids").is_dir():
-        _sweep([_V1_ROOT / "memory" / "grader", _V1_ROOT / "pids" / "grader"])
+        _sweep([_V1_ROOT / "memory" / "grader", _V1_ROOT / "pids" / "grader", _V1_ROOT / "cpu" / "grader"])
         return "v1"
     return None
 
