@@ -21,9 +21,12 @@ import time
 
 import numpy as np
 
-MAX_BLOB_BYTES = 1 << 30        # one array or tensor
-MAX_MESSAGE_BYTES = 2 << 30     # everything in one message
-MAX_HEADER_BYTES = 64 << 20     # the JSON part
+# Sized to the course's real traffic (grading every reference, the largest message carries a
+# 1.9 MB header and 0.8 MB of arrays) with a wide margin: each side reads what the other
+# announces into memory, so these bound what a hostile worker can make the trusted side hold.
+MAX_BLOB_BYTES = 32 << 20       # one array or tensor
+MAX_MESSAGE_BYTES = 64 << 20    # everything in one message
+MAX_HEADER_BYTES = 16 << 20     # the JSON part
 _NUMERIC_KINDS = "biufc"        # bool, signed, unsigned, float, complex
 _LENGTH = struct.Struct(">Q")
 WAIT_STEP_S = 0.25
@@ -56,8 +59,15 @@ class ChannelTimeout(TimeoutError):
 # ---------------------------------------------------------------- values <-> tagged JSON + blobs
 
 def pack(value) -> tuple[object, list[bytes]]:
+    """`value` as tagged JSON and blobs; a value over the message limits is refused here, by its
+    sender, with a reason, rather than by the receiver as a broken message."""
     blobs: list[bytes] = []
-    return _pack(value, blobs), blobs
+    packed = _pack(value, blobs)
+    total = sum(len(b) for b in blobs)
+    if total > MAX_MESSAGE_BYTES:
+        raise WireError(f"value holds {total >> 20} MiB of arrays; at most {MAX_MESSAGE_BYTES >> 20} MiB "
+                        "cross in one call")
+    return packed, blobs
 
 
 def unpack(obj, blobs: list[bytes]):
@@ -165,6 +175,8 @@ def _unpack(obj, blobs):
 
 
 def _add_blob(blobs, data: bytes) -> int:
+    if len(data) > MAX_BLOB_BYTES:
+        raise _NotData(f"is {len(data) >> 20} MiB; one array may be at most {MAX_BLOB_BYTES >> 20} MiB")
     blobs.append(data)
     return len(blobs) - 1
 
