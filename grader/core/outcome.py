@@ -15,8 +15,12 @@ FEEDBACK_LIMIT = 2000
 OUTPUT_LIMIT = 2000
 
 
-def phase_outcome(when: str, report, excinfo, hidden: bool) -> tuple[str, str, bool] | None:
-    """(status, feedback, graded) for one phase, or None when the phase passed."""
+def phase_outcome(when: str, report, excinfo, hidden: bool,
+                  broken: SubmissionFailure | None = None) -> tuple[str, str, bool] | None:
+    """(status, feedback, graded) for one phase, or None when the phase passed. `broken` is how
+    the learner's process died or hung during the test, if it did: that is the reason the test
+    failed, whatever the test raised after it (a property-based test that replays its examples
+    against a process that is gone reports an inconsistency of its own)."""
     if report.passed:
         return None
     if report.skipped and not hasattr(report, "wasxfail"):
@@ -24,6 +28,8 @@ def phase_outcome(when: str, report, excinfo, hidden: bool) -> tuple[str, str, b
         reason = reason.removeprefix("Skipped: ")
         return "skipped", reason, reason != GPU_SKIP_REASON
     exc = excinfo.value if excinfo is not None else None
+    if broken is not None and not isinstance(exc, SubmissionFailure):
+        exc = broken
     if isinstance(exc, StudentImportError):
         return "error", str(exc), True
     if isinstance(exc, StudentError) and exc.not_implemented:

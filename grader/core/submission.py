@@ -117,11 +117,12 @@ class WorkerBackend:
         self._launched: WorkerProcess | None = None     # started, not yet known to be ready
         self._module_bytes: bytes | None = None
         self._import_error: str | None = None
+        self._startup_failure: SubmissionFailure | None = None   # an import that killed or stalled its worker
         self.startup_seconds: list[float] = []
 
     def launch(self) -> None:
         """Start a worker without waiting for it, so its imports overlap what the tests do next."""
-        if self._worker is not None or self._launched is not None or self._import_error:
+        if self._worker is not None or self._launched is not None or self._import_error or self._startup_failure:
             return
         if self._module_bytes is None:
             try:
@@ -146,8 +147,13 @@ class WorkerBackend:
         return git_head(git_dir.parent) if git_dir is not None else None
 
     def start(self, deadline: float) -> None:
+        """Have a worker ready. A module whose import killed or stalled its worker is not imported
+        again: every later test of the task fails the same way at once, instead of each paying
+        the import (up to STARTUP_LIMIT_S) again until the submission runs out of time."""
         if self._worker is not None:
             return
+        if self._startup_failure is not None:
+            raise self._startup_failure_again()
         self.launch()
         if self._import_error:
             raise StudentImportError(self._import_error)
@@ -156,14 +162,26 @@ class WorkerBackend:
             header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
         except wire.ChannelTimeout:
             worker.kill()
-            raise CallTimeout(f"{self.module_path.name} did not finish importing within the time limit") from None
-        except (wire.ChannelClosed, wire.WireError):
+            if time.monotonic() < worker.started + STARTUP_LIMIT_S:     # the test ran out of time, not the import
+                raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time limit") \
+                    from None
+            self._startup_failure = CallTimeout(f"{self.module_path.name} did not finish importing within "
+                                                f"{STARTUP_LIMIT_S:g} s")
+            raise self._startup_failure_again() from None
+        except wire.ChannelClosed:
             how = worker.exit_description()
             worker.kill()
-            raise WorkerCrashed(f"the process importing {self.module_path.name} died ({how})") from None
+            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} died ({how})")
+            raise self._startup_failure_again() from None
+        except wire.WireError as exc:           # it is alive, but what it sent is not the protocol
+            worker.kill()
+            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} sent a broken "
+                                                  f"message ({exc})")
+            raise self._startup_failure_again() from None
         except ScratchFull as exc:
             worker.kill()
-            raise WorkerCrashed(f"the process importing {self.module_path.name} was stopped: {exc}") from None
+            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} was stopped: {exc}")
+            raise self._startup_failure_again() from None
         if not header.get("ready"):
             worker.kill()
             self._import_error = str(header.get("error") or "import failed")
@@ -172,6 +190,9 @@ class WorkerBackend:
         if worker.pause():           # learner code runs only while a call is in flight
             self._worker = worker
 
+    def _startup_failure_again(self) -> SubmissionFailure:
+        return type(self._startup_failure)(*self._startup_failure.args)
+
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
         self._worker.resume()
         try:
@@ -179,9 +200,12 @@ class WorkerBackend:
         except wire.ChannelTimeout:
             self._stop(wait_s=0)
             raise CallTimeout(f"{name}() did not return within the time limit") from None
-        except (wire.ChannelClosed, wire.WireError):
+        except wire.ChannelClosed:
             how = self._stop()
             raise WorkerCrashed(f"the process running {name}() died ({how})") from None
+        except wire.WireError as exc:           # it is alive, but what it sent is not a reply
+            self._stop(wait_s=0)
+            raise WorkerCrashed(f"the process running {name}() sent a broken reply ({exc})") from None
         except ScratchFull as exc:
             self._stop(wait_s=0)
             raise WorkerCrashed(f"the process running {name}() was stopped: {exc}") from None
@@ -255,20 +279,40 @@ def _is_error_info(info) -> bool:
 
 
 class Submission:
-    """What a test holds: attribute access calls the learner's function of that name."""
+    """What a test holds: attribute access calls the learner's function of that name.
+
+    Once the learner's process has died or hung in a test, the rest of that test's calls fail the
+    same way at once: the test has failed already, and a property-based test would otherwise pay a
+    fresh worker for every example it tries and shrinks (minutes per test, enough to push the
+    whole submission past its time limit)."""
 
     def __init__(self, backend, deadline: float):
         self._backend = backend
         self._deadline = deadline
+        self._broken: SubmissionFailure | None = None
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
 
         def function(*args, **kwargs):
-            return call(self._backend, {"function": name}, (args, kwargs), self._deadline)
+            return self._call({"function": name}, (args, kwargs))
         function.__name__ = name
         return function
+
+    @property
+    def failure(self) -> SubmissionFailure | None:
+        """How the learner's process died or hung during this test, if it did."""
+        return self._broken
+
+    def _call(self, target: dict, arguments: tuple):
+        if self._broken is not None:
+            raise type(self._broken)(*self._broken.args)
+        try:
+            return call(self._backend, target, arguments, self._deadline)
+        except (WorkerCrashed, CallTimeout) as failure:
+            self._broken = failure
+            raise
 
     def probe(self, probe, /, *args, **kwargs):
         """Run the trusted function `probe(module, *args, **kwargs)` beside the learner's code.
@@ -276,7 +320,7 @@ class Submission:
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")
         target = {"probe": probe.__name__, "file": probe.__code__.co_filename}
-        return call(self._backend, target, (args, kwargs), self._deadline)
+        return self._call(target, (args, kwargs))
 
     @property
     def module_path(self) -> Path:
