@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.core import sandbox
 from grader.running import audit as audit_mod
@@ -94,7 +95,7 @@ def _check(args, tasks, console) -> int:
 def _grade(args, tasks, console) -> int:
     missing = [p for p in args.paths if not (p.is_dir() or (p.is_file() and p.suffix.lower() == ".zip"))]
     if missing:
-        console.print(f"[red]not a folder or a zip file: {', '.join(map(str, missing))}[/]")
+        console.print(f"[red]not a folder or a zip file: {escape(', '.join(map(str, missing)))}[/]")
         return USAGE
     if len(args.paths) > 1 and args.json:
         console.print("[red]--json takes one submission; with several, use --out-dir[/]")
@@ -103,7 +104,8 @@ def _grade(args, tasks, console) -> int:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
         return USAGE
     if args.isolation == "required" and not sandbox.availability()[0]:
-        console.print(f"[red]--isolation required, but no sandbox can be made here: {sandbox.availability()[1]}[/]")
+        why = escape(sandbox.availability()[1])
+        console.print(f"[red]--isolation required, but no sandbox can be made here: {why}[/]")
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
     template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=args.isolation)
@@ -112,7 +114,7 @@ def _grade(args, tasks, console) -> int:
 
         def progress(entry):
             done.append(entry)
-            status.update(f"graded {len(done)} of {len(args.paths)} (last: {entry.source})")
+            status.update(f"graded {len(done)} of {len(args.paths)} (last: {escape(str(entry.source))})")
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
                               limit_s=args.submission_timeout, on_done=progress)
     reports = [e.report for e in entries]
@@ -123,7 +125,7 @@ def _grade(args, tasks, console) -> int:
     else:
         console.print(batch_table([e.name for e in entries], reports))
     if out_dir:
-        console.print(f"reports and logs: {out_dir}/")
+        console.print(f"reports and logs: {escape(str(out_dir))}/")
     if any(not r.complete for r in reports):
         return INCOMPLETE
     if args.fail_under is not None and any(r.total.percent < args.fail_under for r in reports):

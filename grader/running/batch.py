@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, replace
@@ -18,6 +19,8 @@ from grader.reports.report import ReportError, ScoreReport, read_report, write_r
 from grader.running import archives, runner
 
 REPORT = "score_report.json"
+SUMMARY = "summary.csv"
+_UNSAFE = re.compile(r"[^\w.-]+")     # letters (any script), digits, `_`, `.` and `-` are kept
 
 
 @dataclass
@@ -29,13 +32,20 @@ class Entry:
 
 
 def unique_names(paths: list[Path]) -> list[str]:
-    """Output folder names: the submission's own name (a zip's without `.zip`), numbered on clashes."""
+    """Output folder names: the submission's own name (a zip's without `.zip`), numbered on clashes.
+    A name is learner data (an upload's file name), so it is made a plain folder name first:
+    never `.`, `..` or hidden, never a path, never the gradebook's own name."""
     names, seen = [], {}
     for path in paths:
-        base = (path.stem if path.suffix.lower() == ".zip" else path.resolve().name) or "submission"
-        seen[base] = seen.get(base, 0) + 1
-        names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+        base = folder_name(path.stem if path.suffix.lower() == ".zip" else path.resolve().name)
+        seen[base.lower()] = seen.get(base.lower(), 0) + 1
+        names.append(base if seen[base.lower()] == 1 else f"{base}-{seen[base.lower()]}")
     return names
+
+
+def folder_name(raw: str) -> str:
+    name = _UNSAFE.sub("_", raw).lstrip(".-") or "submission"
+    return f"{name}_" if name.lower() == SUMMARY else name
 
 
 def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, *, jobs: int = 1,
@@ -122,4 +132,4 @@ def write_summary(out_dir: Path, entries: list[Entry]) -> None:
         total = report.total
         writer.writerow([entry.name, str(entry.source), *[report.task(t).points if report.task(t) else "" for t in tasks],
                          total.points, total.max_points, total.percent, report.complete, " | ".join(report.problems)])
-    write_text_atomically(out_dir / "summary.csv", buffer.getvalue())
+    write_text_atomically(out_dir / SUMMARY, buffer.getvalue())
