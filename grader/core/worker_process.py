@@ -26,7 +26,7 @@ from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
-PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes microseconds; past this, kill it
+PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes milliseconds; past this, kill it
 SCRATCH_ENTRIES = 100_000      # files and folders a worker may keep in its scratch folders
 _STOPPED = ("T", "t", "Z", "X")   # stopped, traced and stopped, zombie, dead
 
@@ -241,7 +241,6 @@ class WorkerProcess:
                 os.close(fd)
             except OSError:
                 pass
-
 
 
 def _state(pid: int) -> str | None:
