@@ -336,7 +336,15 @@ class Jail:
         return [arg for k, v in env.items() for arg in ("--setenv", k, v)]
 
     def _fs_args(self) -> list[str]:
-        args: list[str] = []
+        # The memory-backed folders come first: a bind below /tmp made before its tmpfs (a course,
+        # or a Python environment, kept under /tmp) would be hidden by it.
+        size = str(self.limits.tmp_mb << 20)
+        args = ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
+                "--size", size, "--tmpfs", "/dev/shm"]
+        for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
+            if device.exists():
+                args += ["--dev-bind", str(device), str(device)]
+        args += ["--remount-ro", "/dev", "--remount-ro", "/proc"]
         for directory in _SYSTEM_DIRS:
             path = Path(directory)
             if path.is_symlink():
@@ -349,13 +357,6 @@ class Jail:
         args += _ro_binds(_python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), str(_grader_import_dir())]
         args += _ro_binds([DATASETS, *self.probe_files])
-        size = str(self.limits.tmp_mb << 20)
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
-                 "--size", size, "--tmpfs", "/dev/shm"]
-        for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
-            if device.exists():
-                args += ["--dev-bind", str(device), str(device)]
-        args += ["--remount-ro", "/dev", "--remount-ro", "/proc"]
         for directory in self.writable_dirs:
             args += ["--bind", str(directory), str(directory)]
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
