@@ -208,7 +208,7 @@ class WorkerProcess:
                 return True
             for pid in running:
                 _signal(pid, signal.SIGSTOP)
-            time.sleep(0.0005)
+            os.sched_yield()           # the stop takes effect when each process next runs: a few microseconds
         self.kill()
         return False
 
