@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.core import sandbox
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
@@ -148,7 +149,7 @@ def _check(args, tasks, console) -> int:
 def _grade(args, tasks, console) -> int:
     missing = [p for p in args.paths if not (p.is_dir() or (p.is_file() and p.suffix.lower() == ".zip"))]
     if missing:
-        console.print(f"[red]not a folder or a zip file: {', '.join(map(str, missing))}[/]")
+        console.print(f"[red]not a folder or a zip file: {escape(', '.join(map(str, missing)))}[/]")
         return USAGE
     single = [flag for flag in ("json", "html", "junit_xml", "gradescope", "prairielearn") if getattr(args, flag)]
     if len(args.paths) > 1 and single:
@@ -158,7 +159,8 @@ def _grade(args, tasks, console) -> int:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
         return USAGE
     if args.isolation == "required" and not sandbox.availability()[0]:
-        console.print(f"[red]--isolation required, but no sandbox can be made here: {sandbox.availability()[1]}[/]")
+        why = escape(sandbox.availability()[1])
+        console.print(f"[red]--isolation required, but no sandbox can be made here: {why}[/]")
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
     template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=args.isolation)
@@ -167,7 +169,7 @@ def _grade(args, tasks, console) -> int:
 
         def progress(entry):
             done.append(entry)
-            status.update(f"graded {len(done)} of {len(args.paths)} (last: {entry.path})")
+            status.update(f"graded {len(done)} of {len(args.paths)} (last: {escape(entry.path)})")
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
                               limit_s=args.submission_timeout, on_done=progress)
     reports = [e.report for e in entries]
@@ -182,7 +184,8 @@ def _grade(args, tasks, console) -> int:
         for entry in entries:
             write_text_atomically(out_dir / entry.name / "report.html", report_html(entry.report))
         write_class_summary(out_dir, entries)
-        console.print(f"reports, logs and the class summary (summary.csv, concepts.csv, class.html): {out_dir}/")
+        console.print(f"reports, logs and the class summary (summary.csv, concepts.csv, class.html): "
+                      f"{escape(str(out_dir))}/")
     if any(not r.complete for r in reports):
         return INCOMPLETE
     if args.fail_under is not None and any(r.total.percent < args.fail_under for r in reports):

@@ -61,6 +61,8 @@ def find_git_dir(folder: Path, stop_at: Path | None = None, follow_files: bool =
     stop = Path(stop_at).resolve() if stop_at else None
     for candidate in (folder, *folder.parents):
         dot_git = candidate / ".git"
+        if dot_git.is_symlink():           # a link could lead anywhere, the course's own root included
+            return None
         if dot_git.is_dir():
             return dot_git
         if follow_files and dot_git.is_file():

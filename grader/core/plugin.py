@@ -122,7 +122,9 @@ class GradingSession:
             self.tasks.setdefault(task.name, task)
             result = self.results[item.nodeid] = _new_result(item, task)
         result.duration_s = round(result.duration_s + report.duration, 3)
-        outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden")
+        submission = getattr(item, "funcargs", {}).get("submission")
+        outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden",
+                                broken=submission.failure if isinstance(submission, Submission) else None)
         if excinfo is not None and isinstance(excinfo.value, CourseFault):
             self.problems.append(f"{item.nodeid}: {excinfo.value}")
         if outcome is not None and result.status == "passed":

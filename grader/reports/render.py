@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -36,7 +37,7 @@ def report_table(report: ScoreReport) -> Table:
         caption += f" · submission commit {submission['commit'][:12]}"
     if run.get("data_version"):
         caption += f" · data {run['data_version'][:12]}"
-    table = Table(title=f"Score report: {submission.get('path', '?')}", caption=caption)
+    table = Table(title=f"Score report: {escape(str(submission.get('path', '?')))}", caption=escape(caption))
     table.add_column("task")
     table.add_column("points", justify="right")
     table.add_column("%", justify="right")
@@ -69,8 +70,8 @@ def print_report(report: ScoreReport, console: Console, *, first_hint_only: bool
             console.print(Text("    " + test.feedback.replace("\n", "\n    ")))
             if test.output:
                 console.print(Text("    printed: " + test.output.strip()[-300:].replace("\n", "\n    "), style="dim"))
-    for problem in report.problems:
-        console.print(f"[bold red]problem:[/] {problem}")
+    for problem in report.problems:        # learner data may be quoted in a problem: never read as markup
+        console.print(Text.assemble(("problem: ", "bold red"), problem))
 
 
 def batch_table(names: list[str], reports: list[ScoreReport]) -> Table:
@@ -85,7 +86,7 @@ def batch_table(names: list[str], reports: list[ScoreReport]) -> Table:
     for name, report in zip(names, reports):
         cells = [f"{report.task(t).points:g}" if report.task(t) else "-" for t in tasks]
         total = report.total
-        table.add_row(name, *cells, _points(total.points, total.max_points), f"{total.percent:.1f}",
+        table.add_row(Text(name), *cells, _points(total.points, total.max_points), f"{total.percent:.1f}",
                       Text("; ".join(report.problems)[:60], style="red"))
     return table
 

@@ -23,6 +23,7 @@ from grader.reports.html import bar, image, page
 from grader.reports.report import ReportError, ScoreReport, read_report, write_text_atomically
 
 REPORT_NAME = "score_report.json"
+CLASS_FILES = ("summary.csv", "concepts.csv", "class.html")    # beside the submissions' folders
 MOST_OFTEN_LOST = 10
 
 
@@ -59,7 +60,7 @@ def write_class_summary(folder: Path, entries: list[Entry]) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     concepts = concept_table(entries)
-    written = [folder / "summary.csv", folder / "concepts.csv", folder / "class.html"]
+    written = [folder / name for name in CLASS_FILES]
     write_gradebook(written[0], entries)
     concepts.to_csv(written[1], index=False)
     write_text_atomically(written[2], class_html(entries, concepts))

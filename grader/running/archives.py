@@ -66,8 +66,8 @@ def _refusal(entry: zipfile.ZipInfo) -> str | None:
         return "a name that leaves the folder"
     if any(part in ("", ".") for part in path.parts) and not entry.is_dir():
         return "an empty name"
-    mode = entry.external_attr >> 16
-    if mode and not entry.is_dir() and not stat.S_ISREG(mode):
+    kind = stat.S_IFMT(entry.external_attr >> 16)   # 0: no file type recorded (DOS tools, Python's writestr)
+    if kind not in (0, stat.S_IFREG) and not entry.is_dir():
         return "not a regular file (a link or a device)"
     if entry.file_size > MAX_FILE_BYTES:
         return f"larger than {MAX_FILE_BYTES >> 20} MiB"

@@ -7,24 +7,34 @@ Submissions are folders, or zip files unpacked with care (`grader.running.archiv
 """
 from __future__ import annotations
 
+import re
 import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
 
 from grader.reports.report import ReportError, ScoreReport, read_report, write_report
-from grader.reports.summary import REPORT_NAME, Entry, write_gradebook
+from grader.reports.summary import CLASS_FILES, REPORT_NAME, Entry, write_gradebook
 from grader.running import archives, runner
+
+_UNSAFE = re.compile(r"[^\w.-]+")     # letters (any script), digits, `_`, `.` and `-` are kept
 
 
 def unique_names(paths: list[Path]) -> list[str]:
-    """Output folder names: the submission's own name (a zip's without `.zip`), numbered on clashes."""
+    """Output folder names: the submission's own name (a zip's without `.zip`), numbered on clashes.
+    A name is learner data (an upload's file name), so it is made a plain folder name first:
+    never `.`, `..` or hidden, never a path, never the gradebook's own name."""
     names, seen = [], {}
     for path in paths:
-        base = (path.stem if path.suffix.lower() == ".zip" else path.resolve().name) or "submission"
-        seen[base] = seen.get(base, 0) + 1
-        names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+        base = folder_name(path.stem if path.suffix.lower() == ".zip" else path.resolve().name)
+        seen[base.lower()] = seen.get(base.lower(), 0) + 1
+        names.append(base if seen[base.lower()] == 1 else f"{base}-{seen[base.lower()]}")
     return names
+
+
+def folder_name(raw: str) -> str:
+    name = _UNSAFE.sub("_", raw).lstrip(".-") or "submission"
+    return f"{name}_" if name.lower() in CLASS_FILES else name
 
 
 def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, *, jobs: int = 1,

@@ -1,0 +1,194 @@
+"""Every attack of `attacks.py` graded in one batch through the real CLI (`--jobs 2`), among
+honest submissions, and each given the honest outcome; around the batch: the course tree is
+unchanged, no process or cgroup of it survives, no connection reached the host, the trusted
+processes stayed small and the gradebook lists everyone."""
+import csv
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader.core.loading import sibling_module
+from grader.reports.report import ReportError, ScoreReport, read_report
+from grader.tasks import COURSE_ROOT
+
+attacks = sibling_module(__file__, "attacks")
+harness = sibling_module(__file__, "harness")
+
+pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
+              pytest.mark.timeout(3600)]
+
+BATCH_LIMIT_S = 3000
+POOL_PEAK_LIMIT_MB = 1500      # a pool process grading exercise 01 peaks near 400 MB; a reply it cannot
+                               # refuse before reading it (two 1 GiB blobs) took it to 3.4 GB
+FIRST = ("reference_first", "stub_first")
+EARLY = ("daemons", "sigstop_self")     # long-lived effects first, so that they overlap everything else
+LAST = ("honest_loops", "honest_git_clone", "reference_last", "stub_last")
+
+
+@dataclass
+class Batch:
+    context: object
+    cli: object
+    paths: dict                                          # submission -> the path given to the CLI
+    git_head: str                                        # the honest clone's commit
+    graded: dict = field(default_factory=dict)          # submission -> attacks.Graded
+    summary: dict = field(default_factory=dict)          # submission's path -> its row of summary.csv
+    course_changes: list = field(default_factory=list)
+    bystander_changes: list = field(default_factory=list)
+    survivors: dict = field(default_factory=dict)        # processes of the batch alive after it
+    marked: dict = field(default_factory=dict)           # processes an attack started, alive after it
+    cgroups: list = field(default_factory=list)
+    leftovers: list = field(default_factory=list)
+    rewritten: list = field(default_factory=list)
+    connections: list = field(default_factory=list)
+    peak_mb: dict = field(default_factory=dict)          # trusted process -> its peak memory
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory, request) -> Batch:
+    work = tmp_path_factory.mktemp("security")
+    subs, out_dir = work / "subs", work / "out"
+    marker, secret = harness.new_marker(), secrets.token_hex(16)
+    listener = harness.Listener(marker)
+    honest = attacks.bystanders(subs)
+    clone, head = attacks.git_clone(subs / "honest_git_clone")
+    context = attacks.Context(course=COURSE_ROOT, out_dir=out_dir, work=work, marker=marker, secret=secret,
+                              port=listener.port, abstract_socket=marker, host_addresses=harness.host_addresses(),
+                              bystanders={**honest, "honest_git_clone": clone})
+    made = {a.name: a.make(subs, context) for a in attacks.ATTACKS}
+    paths = {**honest, "honest_git_clone": clone, **made}
+    order = [*FIRST, *EARLY, *(n for n in made if n not in EARLY), *LAST]
+
+    git_dir = harness.git_dir_outside(COURSE_ROOT)
+    course_before = harness.fingerprint(COURSE_ROOT, git_dir)
+    bystanders_before = _bystander_files(subs)
+    args = ["grade", *(paths[n] for n in order), "--tasks", "01", "--jobs", "2", "--out-dir", out_dir]
+    with harness.Watch(work / "tmp") as watch:
+        cli = harness.run_cli(args, harness.grading_env(work, GRADER_SECURITY_SECRET=secret), cwd=work,
+                              timeout_s=BATCH_LIMIT_S)
+    result = Batch(context=context, cli=cli, paths=paths, git_head=head, peak_mb=dict(watch.peak_mb))
+    result.survivors = watch.survivors()
+    result.rewritten = _rewritten_while_waiting(out_dir, seconds=3)   # what a surviving daemon would do
+    result.marked = harness.processes_with(marker)
+    result.cgroups = harness.leftover_cgroups(watch.jails)
+    result.leftovers = sorted(str(p) for p in (work / "tmp").glob("grader-*"))
+    result.connections = list(listener.connections)
+    listener.close()
+    result.course_changes = harness.differences(course_before, harness.fingerprint(COURSE_ROOT, git_dir))
+    result.bystander_changes = harness.differences(bystanders_before, _bystander_files(subs))
+    result.summary = _summary(out_dir)
+    result.graded = _graded(out_dir, paths, result.summary, context)
+    _show(request, f"attack batch: {len(paths)} submissions ({len(made)} attacks), task 01, --jobs 2: "
+                   f"{cli.wall_s:.0f} s wall, peak trusted process {max(result.peak_mb.values(), default=0):.0f} MB")
+    return result
+
+
+def _bystander_files(subs: Path) -> dict:
+    return harness.fingerprint(subs / "reference_last") | harness.fingerprint(subs / "stub_last")
+
+
+def _rewritten_while_waiting(out_dir: Path, seconds: float) -> list[str]:
+    files = [*out_dir.rglob("score_report.json"), out_dir / "summary.csv"]
+    before = {p: p.read_bytes() for p in files if p.exists()}
+    time.sleep(seconds)
+    return [str(p) for p, data in before.items() if not p.exists() or p.read_bytes() != data]
+
+
+def _summary(out_dir: Path) -> dict:
+    if not (out_dir / "summary.csv").exists():
+        return {}
+    with open(out_dir / "summary.csv", newline="", encoding="utf-8") as f:
+        return {row["path"]: row for row in csv.DictReader(f)}
+
+
+def _graded(out_dir: Path, paths: dict, summary: dict, context) -> dict:
+    """Each submission's report and worker log, found through the gradebook (a submission's
+    output folder need not have its name)."""
+    graded = {}
+    for name, path in paths.items():
+        row = summary.get(str(path))
+        folder = out_dir / (row["submission"] if row else name)
+        try:
+            report = read_report(folder / "score_report.json")
+        except ReportError as exc:
+            report = ScoreReport.failed(f"the attack suite found no report: {exc}")
+        log = folder / "logs" / f"{attacks.TASK}.log"
+        graded[name] = attacks.Graded(name, report, log.read_text(errors="replace") if log.exists() else "", context)
+    for one in graded.values():
+        one.batch = graded
+    return graded
+
+
+def _show(request, line: str) -> None:
+    """A figure on the terminal, past pytest's capture."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("\n" + line)
+
+
+@pytest.mark.parametrize("attack", attacks.ATTACKS, ids=[attack.name for attack in attacks.ATTACKS])
+def test_attack_gets_the_honest_outcome(batch, attack):
+    attack.check(batch.graded[attack.name])
+
+
+def test_honest_submissions_score_as_if_graded_alone(batch):
+    for name in ("reference_first", "reference_last", "honest_git_clone"):
+        report = batch.graded[name].report
+        assert report.complete and report.total.percent == 100.0, (name, report.total, report.problems)
+        module = report.task(attacks.TASK).module
+        assert "identical to the course's reference solution" in " ".join(module.flags), (name, module)
+    for name in ("stub_first", "stub_last"):
+        attacks.as_stub(batch.graded[name])
+        assert batch.graded[name].report.complete
+    lost = sorted({attacks.test_name(t) for t in batch.graded["honest_loops"].tests if t.lost})
+    assert lost == sorted(attacks.STRUCTURAL_TESTS), f"the loop-and-matmul module lost {lost}"
+    assert batch.graded["honest_git_clone"].report.submission["commit"] == batch.git_head
+
+
+def test_course_tree_is_unchanged(batch):
+    assert not batch.course_changes, "the course changed during the batch:\n" + "\n".join(batch.course_changes[:30])
+
+
+def test_other_learners_files_are_unchanged(batch):
+    assert not batch.bystander_changes, "\n".join(batch.bystander_changes)
+
+
+def test_nothing_outlives_the_batch(batch):
+    assert not batch.survivors, f"processes of the batch alive after it ended: {batch.survivors}"
+    assert not batch.marked, f"processes started by attacks still alive: {batch.marked}"
+    assert not batch.cgroups, f"cgroups of the batch's jails left behind: {batch.cgroups}"
+    assert not batch.leftovers, f"temporary folders left behind: {batch.leftovers}"
+
+
+def test_reports_are_not_rewritten_after_the_batch(batch):
+    assert not batch.rewritten, f"rewritten after the CLI returned: {batch.rewritten}"
+
+
+def test_no_connection_reaches_the_host(batch):
+    assert not batch.connections, batch.connections
+
+
+def test_the_gradebook_lists_every_submission(batch):
+    assert "Traceback" not in batch.cli.output, batch.cli.output[-3000:]
+    assert batch.cli.returncode == 3, f"exit {batch.cli.returncode} (3: some reports record problems)\n" \
+                                      + batch.cli.output[-2000:]
+    assert len(batch.summary) == len(batch.graded), sorted(batch.summary)
+    for name, graded in batch.graded.items():
+        row = batch.summary[str(batch.paths[name])]
+        assert float(row["points"]) == graded.report.total.points, (name, row)
+        assert (row["complete"] == "True") == graded.report.complete, (name, row)
+    beside = [p for p in batch.context.out_dir.parent.rglob("score_report.json")
+              if not p.is_relative_to(batch.context.out_dir)]
+    assert not beside, f"reports written outside the output folder: {beside}"
+
+
+def test_trusted_processes_stay_small(batch):
+    pools = {k: v for k, v in batch.peak_mb.items() if "grader.running.pool" in k}
+    assert pools, "no pool process was observed"
+    too_big = {k: round(v) for k, v in pools.items() if v > POOL_PEAK_LIMIT_MB}
+    assert not too_big, f"trusted processes over {POOL_PEAK_LIMIT_MB} MB: {too_big}"

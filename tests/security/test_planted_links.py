@@ -1,0 +1,69 @@
+"""A worker that outlives its calls must not be able to race the tests: exercise 02's tests write
+their inputs into pytest's temporary folder, which the worker shares, so a thread of the learner's
+that plants a link where a test is about to write would have the grader (the host's user) write
+through it, anywhere. The link here points into the course root and beside the suite's folders."""
+import pytest
+
+from grader.core.loading import sibling_module
+from grader.reports.report import read_report
+from grader.tasks import COURSE_ROOT, EXERCISES
+
+attacks = sibling_module(__file__, "attacks")
+harness = sibling_module(__file__, "harness")
+
+pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
+              pytest.mark.timeout(1800)]
+
+TASK = "02_train_loop"
+PLANTER = '''
+import threading, time
+_TARGETS = {"train.jsonl": CONTEXT["canaries"][0], "eval.jsonl": CONTEXT["canaries"][1],
+            "log.jsonl": CONTEXT["canaries"][0], "model": CONTEXT["canaries"][1]}
+
+def _plant_forever():
+    root, seen = scratch_dir(), set()
+    while True:
+        for folder, dirs, files in _os.walk(root):
+            if folder in seen:
+                continue
+            seen.add(folder)
+            for name, target in _TARGETS.items():
+                try:
+                    _os.symlink(target, _os.path.join(folder, name))
+                    observe("planted a link", _os.path.join(folder, name))
+                except OSError:
+                    pass
+        time.sleep(0.0005)
+
+threading.Thread(target=_plant_forever, daemon=True).start()
+'''
+
+
+def test_a_planted_link_never_redirects_a_tests_write(tmp_path):
+    marker = harness.new_marker()
+    canaries = [COURSE_ROOT / f".{marker}-canary", tmp_path / f"{marker}-canary"]
+    context = attacks.Context(course=COURSE_ROOT, out_dir=tmp_path / "out", work=tmp_path, marker=marker, secret="",
+                              port=0, abstract_socket=marker, host_addresses=[], bystanders={},
+                              canaries=tuple(str(c) for c in canaries))
+    stub = (EXERCISES / TASK / "train_loop.py").read_text(encoding="utf-8")
+    module = attacks.hostile.prelude(context) + PLANTER + stub
+    submission = tmp_path / "planter" / TASK / "train_loop.py"
+    submission.parent.mkdir(parents=True)
+    submission.write_text(module, encoding="utf-8")
+
+    before = harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT))
+    try:
+        cli = harness.run_cli(["grade", submission.parent.parent, "--tasks", TASK, "--out-dir", tmp_path / "out"],
+                              harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
+        written = [str(c) for c in canaries if c.exists() or c.is_symlink()]
+        changes = harness.differences(before, harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT)))
+    finally:
+        for canary in canaries:
+            canary.unlink(missing_ok=True)
+    report = read_report(tmp_path / "out" / "planter" / "score_report.json")
+    log = (tmp_path / "out" / "planter" / "logs" / f"{TASK}.log").read_text(errors="replace")
+    assert "planted a link" in log, "the attack never planted a link: it proves nothing\n" + log[-2000:]
+    assert not written, f"a test wrote through a link the learner planted: {written}"
+    assert not changes, changes[:20]
+    assert cli.returncode in (0, 3), cli.output[-2000:]
+    assert report.total.points == 0, f"a stub with a planting thread earned {report.total.points} points"
