@@ -432,7 +432,6 @@ def _problem(phrase):
     return check
 
 
-
 ATTACKS = [
     # process control
     Attack("import_sys_exit", "sys.exit while being imported", module=at_import(h.IMPORT_SYS_EXIT),
