@@ -1,12 +1,13 @@
 """The two backends behind the `submission` fixture behave alike, and the worker survives
 whatever a learner's module does: raise, exit, crash, hang, print, return objects."""
+import sys
 import textwrap
 import time
 
 import numpy as np
 import pytest
 
-from grader.core import sandbox
+from grader.core import sandbox, worker_process
 from grader.core.loading import StudentImportError, load_module
 from grader.core.submission import (BACKENDS, BackendContext, BadReturnValue, CallTimeout, CourseFault, StudentError,
                                     Submission, WorkerCrashed)
@@ -196,6 +197,23 @@ def test_hard_exit_at_import_is_a_crash(tmp_path, kind):
     backend = make_backend(kind, path, tmp_path)
     with pytest.raises(WorkerCrashed, match="exit code 7"):
         backend.start(time.monotonic() + 20)
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_a_worker_that_cannot_start_is_a_course_fault_with_what_it_printed(tmp_path, kind, monkeypatch):
+    """The grader's side failing before the learner's module is imported (here: an interpreter
+    that cannot find the worker) is not the learner's crash: it says what went wrong."""
+    def no_worker(*_):
+        return [sys.executable, "-c", "import sys; print('no grader.core.worker here'); sys.exit(1)"]
+    monkeypatch.setattr(worker_process, "_argv", no_worker)
+    backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)
+    try:
+        with pytest.raises(CourseFault, match="could not start .*exit code 1.*no grader.core.worker here"):
+            backend.start(time.monotonic() + 20)
+        with pytest.raises(CourseFault):          # and is not retried for every test
+            backend.start(time.monotonic() + 20)
+    finally:
+        backend.close()
 
 
 @pytest.mark.parametrize("kind", WORKERS)

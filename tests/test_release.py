@@ -243,12 +243,12 @@ def test_the_leak_search_finds_a_planted_leak(tmp_path, course_secrets):
 
 def test_released_data_is_what_the_exercises_name_and_checks_out(release):
     shipped = {p.name for p in (release.root / "datasets").iterdir()}
-    assert {"corpus", "configs", "profiles", "tiny_llama", "MANIFEST.json", "README.md"} <= shipped
-    assert not shipped & {"eval_results", "sft", "build.py", "__init__.py"}    # no exercise released here loads them
+    assert {"corpus", "configs", "profiles", "sft", "tiny_llama", "MANIFEST.json", "README.md"} <= shipped
+    assert not shipped & {"eval_results", "build.py", "__init__.py"}    # no exercise released here loads them
     manifest = json.loads((release.root / "datasets" / "MANIFEST.json").read_text())
     course = json.loads((DATASETS / "MANIFEST.json").read_text())
     assert manifest["data_version"] == course["data_version"]
-    assert set(manifest["facts"]) == {"corpus", "tokenizer", "tiny_llama", "param_counts"}
+    assert set(manifest["facts"]) == {"corpus", "tokenizer", "tiny_llama", "param_counts", "sft"}
     for path, info in manifest["files"].items():
         data = (release.root / "datasets" / path).read_bytes()
         assert hashlib.sha256(data).hexdigest() == info["sha256"], path

@@ -126,13 +126,15 @@ class GradingSession:
         outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden",
                                 broken=submission.failure if isinstance(submission, Submission) else None)
         if excinfo is not None and isinstance(excinfo.value, CourseFault):
-            self.problems.append(f"{item.nodeid}: {excinfo.value}")
+            if not any(p.endswith(f": {excinfo.value}") for p in self.problems):   # once, not once per test
+                self.problems.append(f"{item.nodeid}: {excinfo.value}")
         if outcome is not None and result.status == "passed":
             status, feedback, graded = outcome
             result.status, result.graded = status, graded
             if excinfo is not None and getattr(excinfo.value, "concept", None):
                 result.concept = excinfo.value.concept    # a test of several concepts names the broken one
-            result.feedback = with_concept(feedback, result.concept) if status != "skipped" else feedback
+            learners_part = status not in ("skipped", "error")       # an error is the course's, not a misread
+            result.feedback = with_concept(feedback, result.concept) if learners_part else feedback
             if when == "call" and status != "skipped":
                 result.location = _learner_location(item, excinfo)
         if when == "call":

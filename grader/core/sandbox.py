@@ -8,8 +8,9 @@ would hold every capability over the namespaces it creates: the door most kernel
 The file system it sees is built from nothing:
 
 - the Python environment and the system libraries, read-only;
-- a minimal copy of the worker's side of `grader/` (`WORKER_SIDE`), read-only, where `grader` is
-  imported from;
+- a minimal copy of the worker's side of `grader/` (`WORKER_SIDE`), read-only, in a folder of its
+  own (`RUNTIME_DIR`) that `PYTHONPATH` puts first, however the host found `grader` (installed,
+  editable, or from the current directory);
 - the task's probe files and `datasets/`, read-only;
 - the learner's module, copied by the trusted side into the jail, read-only, with the
   submission's own `.git` beside it when it has one (never the course's);
@@ -53,6 +54,7 @@ from grader.tasks import COURSE_ROOT, DATASETS
 
 SANDBOX_UID = 65534                       # "nobody" inside the user namespace
 MODULE_DIR = "/submission"                # where the learner's module lies inside the jail
+RUNTIME_DIR = "/grader-runtime"           # where the worker's side of `grader` lies inside the jail
 WORKER_SIDE = ("__init__.py", "core/__init__.py", "core/worker.py", "core/wire.py", "core/loading.py",
                "core/dispatch.py")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -333,6 +335,7 @@ class Jail:
                "HF_HOME": "/tmp/hf", "MPLCONFIGDIR": "/tmp/matplotlib", "TRITON_CACHE_DIR": "/tmp/triton"}
         env.update(WORKER_ENV)
         env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+        env["PYTHONPATH"] = RUNTIME_DIR
         return [arg for k, v in env.items() for arg in ("--setenv", k, v)]
 
     def _fs_args(self) -> list[str]:
@@ -355,7 +358,7 @@ class Jail:
         args += ["--ro-bind", str(self.runtime / "etc" / "passwd"), "/etc/passwd",
                  "--ro-bind", str(self.runtime / "etc" / "group"), "/etc/group"]
         args += _ro_binds(_python_paths())
-        args += ["--ro-bind", str(self.runtime / "grader"), str(_grader_import_dir())]
+        args += ["--ro-bind", str(self.runtime / "grader"), f"{RUNTIME_DIR}/grader"]
         args += _ro_binds([DATASETS, *self.probe_files])
         for directory in self.writable_dirs:
             args += ["--bind", str(directory), str(directory)]
@@ -390,7 +393,7 @@ def _python_paths() -> list[Path]:
 
 
 def _grader_import_dir() -> Path:
-    """Where `import grader` finds the package: the minimal copy is bound over it."""
+    """Where this process found `grader`: the worker's side is copied from there."""
     return Path(grader.__file__).resolve().parent
 
 

@@ -129,6 +129,7 @@ class WorkerBackend:
         self.context = context
         self.output = WorkerOutput(context.log_path)
         self._host: WorkerHost | None = None
+        self._host_output_mark = 0
         self._worker: Worker | None = None
         self._launched: Worker | None = None     # asked for, not yet known to be ready
         self._module_bytes: bytes | None = None
@@ -150,6 +151,7 @@ class WorkerBackend:
             self._host.close()
             self._host = None
         if self._host is None:
+            self._host_output_mark = self.output.mark()
             self._host = WorkerHost(self.module_path, self._module_bytes, self.context.spec, self.output,
                                     git_dir=self._submission_git_dir())
         self._launched = self._host.spawn()
@@ -191,8 +193,14 @@ class WorkerBackend:
                                                 f"{STARTUP_LIMIT_S:g} s")
             raise self._startup_failure_again() from None
         except wire.ChannelClosed:
-            how = worker.exit_description()
+            started = self._host.started_up()
+            how = worker.exit_description() if started else self._host.exit_description(wait_s=1.0)
             worker.kill()
+            if not started:
+                printed = self.output.since(self._host_output_mark).strip()[-2000:] or "nothing"
+                self._startup_failure = CourseFault(f"the grading worker could not start (it ended: {how}), before "
+                                                    f"{self.module_path.name} was imported; it printed: {printed}")
+                raise self._startup_failure_again() from None
             self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} died ({how})")
             raise self._startup_failure_again() from None
         except wire.WireError as exc:           # it is alive, but what it sent is not the protocol
@@ -338,6 +346,7 @@ class Submission:
         return self._broken
 
     def _call(self, target: dict, arguments: tuple):
+        __tracebackhide__ = True
         if self._broken is not None:
             raise type(self._broken)(*self._broken.args)
         try:

@@ -61,6 +61,7 @@ def zygote(module_path: Path, control: socket.socket, preload: list[str]) -> Non
                 importlib.import_module(name)
             except Exception:       # a broken library surfaces when the learner's module imports it
                 pass
+    control.send(json.dumps({"up": True}).encode())     # before any fork: no learner code has run yet
     while True:
         _report_exits(control)
         try:

@@ -173,6 +173,7 @@ class WorkerHost:
         self.spec = spec
         self._workers: list[Worker] = []
         self._awaiting_pid: list[Worker] = []
+        self._up = False            # the zygote said it started (before it forked anything)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe()
         self.jail: Jail | None = None
@@ -257,12 +258,21 @@ class WorkerHost:
             return
         if not isinstance(news, dict):
             return
-        if isinstance(news.get("pid"), int) and self._awaiting_pid:
+        if news.get("up") is True:
+            self._up = True
+        elif isinstance(news.get("pid"), int) and self._awaiting_pid:
             self._awaiting_pid.pop(0).pid = news["pid"]
         elif "exited" in news:
             for worker in self._workers:
                 if worker.pid == news["exited"]:
                     worker.exit = news
+
+    def started_up(self) -> bool:
+        """Whether the zygote got as far as serving forks. A host that ended before that failed on
+        the course's side (its sandbox, its interpreter, the grader's files): no learner code had
+        run in it yet."""
+        self.read_messages(until=lambda: self._up, wait_s=0.5)
+        return self._up
 
     def check_scratch(self) -> None:
         """The folders the workers share with the tests are on the host's disk, which no sandbox
@@ -307,9 +317,10 @@ class WorkerHost:
     def memory_exceeded(self) -> bool:
         return self.cgroup.memory_exceeded()
 
-    def exit_description(self) -> str:
-        code = self.process.poll()
-        if code is None:
+    def exit_description(self, wait_s: float = 0.0) -> str:
+        try:
+            code = self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
             return "still running"
         if code < 0:
             return f"killed by signal {signal.Signals(-code).name}"

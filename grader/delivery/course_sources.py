@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,29 +38,32 @@ class ModuleCells:
 
 
 def module_cells(stub_source: str, solution_source: str) -> ModuleCells:
-    """Split a solution into the notebook's module cells, around the stub's API."""
+    """Split a solution into the notebook's module cells, around the stub's API (its top-level
+    functions and classes)."""
     stub, solution = ast.parse(stub_source), ast.parse(solution_source)
     stub_lines, solution_lines = stub_source.splitlines(), solution_source.splitlines()
-    stub_functions = [n for n in stub.body if isinstance(n, ast.FunctionDef)]
-    if not stub_functions:
+    stub_api = [n for n in stub.body if isinstance(n, API_NODES)]
+    if not stub_api:
         raise BuildError("the stub defines no function")
-    first = _first_line(stub_functions[0])
-    if any(_first_line(n) > first for n in stub.body if not isinstance(n, ast.FunctionDef)):
+    first = _first_line(stub_api[0])
+    if any(_first_line(n) > first for n in stub.body if not isinstance(n, API_NODES)):
         raise BuildError("the stub has top-level code after its first function; keep it above")
-    header_nodes = [n for n in stub.body if not isinstance(n, ast.FunctionDef)]
-    header_dumps = {ast.dump(n) for n in header_nodes}
-    solution_functions = {n.name: n for n in solution.body if isinstance(n, ast.FunctionDef)}
+    header_dumps = {ast.dump(n) for n in stub.body if not isinstance(n, API_NODES)}
+    solution_api = {n.name: n for n in solution.body if isinstance(n, API_NODES)}
 
     functions = []
-    for node in stub_functions:
-        if node.name not in solution_functions:
-            raise BuildError(f"the solution has no function {node.name}()")
-        source = _function_cell(stub_lines, node, solution_lines, solution_functions[node.name])
+    for node in stub_api:
+        solution_node = solution_api.get(node.name)
+        if type(solution_node) is not type(node):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            raise BuildError(f"the solution has no {kind} {node.name}")
+        cell = _class_cell if isinstance(node, ast.ClassDef) else _function_cell
+        source = cell(stub_lines, node, solution_lines, solution_node)
         pointer = re.search(r'section "([^"]+)"', ast.get_source_segment(stub_source, node) or "")
         functions.append(FunctionCell(node.name, pointer.group(1) if pointer else None, source))
 
     helpers, previous_end = [], 0
-    api = {n.name for n in stub_functions}
+    api = {n.name for n in stub_api}
     for index, node in enumerate(solution.body):
         chunk = solution_lines[previous_end:node.end_lineno]      # with the comments above it
         previous_end = node.end_lineno
@@ -74,19 +78,52 @@ def module_cells(stub_source: str, solution_source: str) -> ModuleCells:
     return ModuleCells(header, re.sub(r"\n{4,}", "\n\n\n", "\n".join(helpers)).strip("\n"), functions)
 
 
+API_NODES = (ast.FunctionDef, ast.ClassDef)
+
+
+def _class_cell(stub_lines, stub_class, solution_lines, solution_class) -> str:
+    """The stub's class line and docstring, then each of its methods as a function cell would
+    show it. The class may hold nothing else: a solution region at class level would be released
+    as a `raise` that breaks the class itself."""
+    def methods(node, role):
+        members = [n for n in node.body if not _is_docstring(n)]
+        if not all(isinstance(n, ast.FunctionDef) for n in members):
+            raise BuildError(f"class {node.name}: the {role} holds more than methods; "
+                             "keep other code at module level")
+        return {n.name: n for n in members}
+    stub_methods, solution_methods = methods(stub_class, "stub"), methods(solution_class, "solution")
+    if set(solution_methods) != set(stub_methods):
+        raise BuildError(f"class {stub_class.name}: the solution's methods {sorted(solution_methods)} "
+                         f"are not the stub's {sorted(stub_methods)}")
+    head_end = stub_class.body[0].end_lineno if _is_docstring(stub_class.body[0]) else stub_class.lineno
+    parts = ["\n".join(stub_lines[_first_line(stub_class) - 1:head_end])]
+    for name, method in stub_methods.items():
+        parts.append(_function_cell(stub_lines, method, solution_lines, solution_methods[name]))
+    return "\n\n".join(parts)
+
+
 def _function_cell(stub_lines, stub_node, solution_lines, solution_node) -> str:
-    """The stub's signature and docstring, the solution's body as the solution region, then the
-    rest of the stub's body (its raise), which the solution returns before reaching."""
+    """The stub's signature and docstring, the statements the stub runs before its raise (such
+    as `super().__init__()`), the solution's body as the solution region (less those statements
+    where it starts with them), then the stub's raise, which the solution returns before
+    reaching."""
     head_end, body_start = _docstring_end(stub_node), _docstring_end(solution_node)
     indent = " " * stub_node.body[0].col_offset
+    stub_body = [n for n in stub_node.body if not _is_docstring(n)]
+    prefix = stub_body[:-1]
+    solution_body = [n for n in solution_node.body if not _is_docstring(n)]
+    starts_with_prefix = [ast.dump(n) for n in solution_body[:len(prefix)]] == [ast.dump(n) for n in prefix]
+    if prefix and starts_with_prefix and len(solution_body) > len(prefix):
+        body_start = solution_body[len(prefix)].lineno - 1
     body = solution_lines[body_start:solution_node.end_lineno]
     if not isinstance(solution_node.body[-1], (ast.Return, ast.Raise)):
         body.append(indent + "return")      # what falling off the end did, now before the stub's raise
-    lines = [*stub_lines[_first_line(stub_node) - 1:head_end], indent + BEGIN_SOLUTION, *body,
-             indent + END_SOLUTION, *stub_lines[head_end:stub_node.end_lineno]]
+    tail_start = stub_body[-1].lineno - 1 if prefix else head_end
+    lines = [*stub_lines[_first_line(stub_node) - 1:tail_start], indent + BEGIN_SOLUTION, *body,
+             indent + END_SOLUTION, *stub_lines[tail_start:stub_node.end_lineno]]
     source = "\n".join(lines)
     try:
-        compile(source, f"<{stub_node.name}>", "exec")
+        compile(textwrap.dedent(source), f"<{stub_node.name}>", "exec")
     except SyntaxError as exc:      # e.g. the stub and the solution indent their bodies differently
         raise BuildError(f"{stub_node.name}(): the stub's signature and the solution's body do not fit: "
                          f"{exc}") from None

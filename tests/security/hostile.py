@@ -577,7 +577,7 @@ HONEST_LOOPS_EDITS = {
                 scores = np.where(mask[b, h], scores, -np.inf)
             out[b, h] = softmax(scores, axis=-1) @ v[b, h]
     return out''',
-    'scores = torch.einsum("bhqd,bhkd->bhqk", q, k)': "scores = q @ k.transpose(-1, -2)",
+    'scores = torch.einsum("bhqd,bhkd->bhqk", q.to(wide), k.to(wide))': "scores = q.to(wide) @ k.to(wide).transpose(-1, -2)",
     'return torch.einsum("bhqk,bhkv->bhqv", weights.to(v.dtype), v)': "return weights.to(v.dtype) @ v",
 }
 
