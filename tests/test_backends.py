@@ -236,3 +236,29 @@ def test_a_probe_that_cannot_load_beside_learner_code_is_a_course_fault(tmp_path
         assert call(backend, "double", 4) == 8          # the learner's worker is not blamed
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_a_probe_the_learners_code_replaced_is_the_learners_failure(tmp_path, kind):
+    """A learner who plants a fake probe module cannot pass the blame to the course: the probe
+    loaded fine in the zygote, before learner code ran."""
+    probe_file = tmp_path / "probes.py"
+    probe_file.write_text("def observe(module):\n    return 1\n")
+    probes = load_module(probe_file)
+    planted = LEARNER + textwrap.dedent(f"""
+        import types
+        from grader.core.loading import module_name_for
+        sys.modules[module_name_for({str(probe_file)!r})] = types.ModuleType("probes")
+    """)
+    path = write_module(tmp_path, planted)
+    if kind == "sandbox" and not sandbox.availability()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
+    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,), probe_files=(probe_file,))
+    backend = BACKENDS["worker"](path, BackendContext(tmp_path, tmp_path / "log", spec))
+    try:
+        with pytest.raises(StudentError, match="replaced or broke what it needs") as raised:
+            Submission(backend, time.monotonic() + 20).probe(probes.observe)
+        assert not isinstance(raised.value, CourseFault)
+    finally:
+        backend.close()
+

@@ -20,7 +20,7 @@ from pathlib import Path
 from grader.core import wire
 from grader.core.dispatch import answer
 from grader.core.intake import find_git_dir, git_head, read_module
-from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module
+from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec
 from grader.tasks import COURSE_ROOT
 
@@ -103,6 +103,9 @@ class InProcessBackend:
         """The learner's own frames of what the last call raised: what pytest shows under the
         test's line, instead of the grader's dispatch and probe frames."""
         return learner_traceback(self._raised[-1].__traceback__, self.module_path) if self._raised else None
+
+    def probe_failure(self, name: str, file: str, error: dict) -> SubmissionFailure:
+        return CourseFault(f"the course's probe {name} could not run beside the learner's code: {error['message']}")
 
     def output_mark(self) -> int:
         return 0
@@ -248,6 +251,18 @@ class WorkerBackend:
             self._worker = None     # it could not be stopped, so it was killed: the next call starts afresh
         return reply
 
+    def probe_failure(self, name: str, file: str, error: dict) -> SubmissionFailure:
+        """A probe that did not run. The course's fault only if it did not load in the zygote too,
+        before any learner code ran; else the learner's code replaced or broke it (or claims so)."""
+        started = self._host is not None and self._host.started_up()      # reads the zygote's first word
+        course_error = self._host.probe_errors.get(file) if started else None
+        if course_error is not None:
+            return CourseFault(f"the course's probe {name} could not load in the grading worker: {course_error}")
+        return StudentError(name, plain_error(self.module_path, "ProbeError",
+                                              f"the course's probe {name}() could not run in the process of "
+                                              f"{self.module_path.name}: something there replaced or broke what it "
+                                              f"needs ({error['message']})"))
+
     def output_mark(self) -> int:
         return self.output.mark()
 
@@ -299,7 +314,7 @@ def call(backend, target: dict, arguments: tuple, deadline: float):
         backend.discard_worker()
         raise WorkerCrashed(f"the process running {name}() sent a malformed reply")
     if reply.get("stage") == "probe":
-        raise CourseFault(f"the course's probe {name} could not run beside the learner's code: {error['message']}")
+        raise backend.probe_failure(name, target["file"], error)
     error_class = BadReturnValue if reply.get("stage") == "result" else StudentError
     raise error_class(name, error).with_traceback(backend.learner_traceback()) from None
 

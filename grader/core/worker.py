@@ -30,6 +30,7 @@ from grader.core import wire
 from grader.core.dispatch import answer
 from grader.core.loading import StudentImportError, load_module
 
+PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
 PRELOADABLE = ("numpy", "torch", "transformers", "peft", "trl", "datasets", "safetensors", "matplotlib",
                "pandas", "accelerate")
 
@@ -54,14 +55,22 @@ def serve(module_path: Path, channel: wire.Channel) -> None:
         channel.send(*answer(module, module_path, header, blobs))
 
 
-def zygote(module_path: Path, control: socket.socket, preload: list[str]) -> None:
+def zygote(module_path: Path, control: socket.socket, preload: list[str], probe_files: list[str]) -> None:
     for name in preload:
         if name in PRELOADABLE:
             try:
                 importlib.import_module(name)
             except Exception:       # a broken library surfaces when the learner's module imports it
                 pass
-    control.send(json.dumps({"up": True}).encode())     # before any fork: no learner code has run yet
+    # The probes are loaded here, before any learner code exists: whether one fails to load is the
+    # course's word, which a worker (that could replace or break a probe) cannot change.
+    probe_errors = {}
+    for path in probe_files:
+        try:
+            load_module(Path(path))
+        except StudentImportError as exc:
+            probe_errors[path] = str(exc)[:PROBE_ERROR_CHARS]
+    control.send(json.dumps({"up": True, "probe_errors": probe_errors}).encode())
     while True:
         _report_exits(control)
         try:
@@ -116,9 +125,9 @@ def _kill(pid) -> None:
 
 def main(argv: list[str]) -> None:
     module_path, control_fd = Path(argv[0]), int(argv[1])
-    rlimits, preload = json.loads(argv[2]), json.loads(argv[3])
+    rlimits, preload, probe_files = json.loads(argv[2]), json.loads(argv[3]), json.loads(argv[4])
     apply_rlimits(rlimits)
-    zygote(module_path, socket.socket(fileno=control_fd), preload)
+    zygote(module_path, socket.socket(fileno=control_fd), preload, probe_files)
 
 
 if __name__ == "__main__":

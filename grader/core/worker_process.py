@@ -155,10 +155,7 @@ class Worker:
         if self.exit is None:
             return "it stopped answering" if self.host.alive() else f"its sandbox ended ({self.host.exit_description()})"
         if self.exit.get("signal"):
-            try:
-                return f"killed by signal {signal.Signals(self.exit['signal']).name}"
-            except ValueError:
-                return f"killed by signal {self.exit['signal']}"
+            return f"killed by signal {_signal_name(self.exit['signal'])}"
         return f"exit code {self.exit.get('code')}"
 
     def kill(self) -> None:
@@ -174,6 +171,7 @@ class WorkerHost:
         self._workers: list[Worker] = []
         self._awaiting_pid: list[Worker] = []
         self._up = False            # the zygote said it started (before it forked anything)
+        self.probe_errors: dict[str, str] = {}      # probe file -> why it did not load, in the zygote
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe()
         self.jail: Jail | None = None
@@ -182,12 +180,12 @@ class WorkerHost:
             self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
                              writable_dirs=list(spec.writable_dirs), limits=spec.limits, git_dir=git_dir)
             self.cgroup = self.jail.cgroup
-            argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload)
+            argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files)
             command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
         else:
             self.cgroup = Cgroup(f"worker-{os.getpid()}-{id(self)}", spec.limits)
             rlimits = spec.limits.rlimits(with_address_space=not self.cgroup.paths)
-            command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload))
+            command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload, spec.probe_files))
             self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
             cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
         try:
@@ -258,8 +256,10 @@ class WorkerHost:
             return
         if not isinstance(news, dict):
             return
-        if news.get("up") is True:
+        if news.get("up") is True and not self._up:     # its first message, sent before any fork
             self._up = True
+            errors = news.get("probe_errors")
+            self.probe_errors = {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {}
         elif isinstance(news.get("pid"), int) and self._awaiting_pid:
             self._awaiting_pid.pop(0).pid = news["pid"]
         elif "exited" in news:
@@ -322,8 +322,10 @@ class WorkerHost:
             code = self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return "still running"
+        if self.jail is not None and code > 128:     # bwrap passes on its child's death by signal N as 128 + N
+            code = -(code - 128)
         if code < 0:
-            return f"killed by signal {signal.Signals(-code).name}"
+            return f"killed by signal {_signal_name(-code)}"
         return f"exit code {code}"
 
     def close(self) -> None:
@@ -345,9 +347,16 @@ class WorkerHost:
         self.control.close()
 
 
-def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str]) -> list[str]:
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str], probe_files) -> list[str]:
     return [sys.executable, "-m", "grader.core.worker", str(module_path), str(control_fd), json.dumps(rlimits),
-            json.dumps(preload)]
+            json.dumps(preload), json.dumps([str(p) for p in probe_files])]
 
 
 def _imported_libraries(module_bytes: bytes, probe_files) -> set[str]:

@@ -129,6 +129,15 @@ def as_stub(graded: Graded) -> None:
             assert "not implemented" in test.feedback, f"{graded.name}: {test.id}: {test.feedback!r}"
 
 
+def _lost_as(*statuses):
+    return lambda graded: scores_nothing(graded, statuses=statuses)
+
+
+def _complete(graded: Graded) -> None:
+    """The grading is complete: nothing the learner's code did was taken for the course's fault."""
+    assert graded.report.complete and not graded.report.problems, f"{graded.name}: {graded.report.problems}"
+
+
 def refused_everything(graded: Graded, prefix: str = "") -> None:
     """Every attempt whose description starts with `prefix` was refused, and there was one."""
     attempts = [(what, value) for what, value in graded.observed if what.startswith(prefix)]
@@ -404,7 +413,7 @@ def _signals_only_inside(graded: Graded) -> None:
     seen = dict(graded.observed)
     assert "signals accepted by the kernel for" in seen, f"{graded.name}: the attack did not finish"
     accepted = {pid for pids in json.loads(seen["signals accepted by the kernel for"]).values() for pid in pids}
-    inside = set(json.loads(seen["processes in sight"]))
+    inside = {pid for what, value in graded.observed if what == "processes in sight" for pid in json.loads(value)}
     assert accepted <= inside, f"signals reached pids outside the sandbox: {sorted(accepted - inside)[:20]}"
 
 
@@ -441,7 +450,7 @@ ATTACKS = [
     Attack("call_os_exit", "os._exit in the middle of a call", module=on_every_call(h.CALL_OS_EXIT),
            check=all_of(scores_nothing, _some_say("exit code 7", "crashed"))),
     Attack("kill_everything", "kill(-1, SIGKILL): every process it may signal", module=at_import(h.KILL_EVERYTHING),
-           check=all_of(scores_nothing, _says("SIGKILL"))),
+           check=scores_nothing),     # the zygote dies, the importing worker lives on as the stub
     Attack("signal_ancestors", "SIGSTOP, SIGTERM, SIGKILL to every ancestor, every pid in /proc and pids 1..70000",
            module=after_import(h.SIGNAL_ANCESTORS), check=all_of(scores_nothing, _signals_only_inside)),
     Attack("sigstop_self", "stops itself while being imported: a frozen worker", module=at_import(h.SIGSTOP_SELF),
@@ -518,7 +527,8 @@ ATTACKS = [
     Attack("forge_dispatcher", "replaces the worker's dispatcher: probes answer what the structural checks want",
            module=at_import(h.FORGE_DISPATCHER), check=as_stub),
     Attack("forge_probe_module", "plants a fake probes module in sys.modules",
-           module=after_import(h.FORGE_PROBE_MODULE), check=as_stub),
+           module=after_import(h.FORGE_PROBE_MODULE),
+           check=all_of(_lost_as("failed"), _complete, _some_say("replaced or broke what it needs", "failed"))),
     Attack("forge_monkeypatch", "a correct module with loops and no einsum, plus sys.settrace and numpy/torch patched",
            module=lambda context: h.prelude(context) + h.honest_loops() + "\n" + h.FORGE_MONKEYPATCH,
            check=same_outcome_as("honest_loops")),

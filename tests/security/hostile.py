@@ -21,6 +21,12 @@ FUNCTIONS = ("softmax", "split_heads", "merge_heads", "causal_mask", "attention"
 HELPERS = r'''
 import json as _json, os as _os, sys as _sys
 
+def reply_fd():
+    """The write end of this worker's reply channel, found as the worker holds it."""
+    import gc
+    from grader.core import wire as _wire
+    return next(o.write_fd for o in gc.get_objects() if isinstance(o, _wire.Channel))
+
 def observe(what, value):
     """Report to the attack suite (through this worker's own log) what an attempt gave."""
     line = "ATTACK-OBSERVED " + _json.dumps({"what": what, "value": str(value)[:600]}) + "\n"
@@ -103,7 +109,7 @@ def on_call(name):
 
 KILL_EVERYTHING = '''
 import signal
-_os.kill(-1, signal.SIGKILL)          # every process this one may signal, itself included
+_os.kill(-1, signal.SIGKILL)          # every process this one may signal (Linux spares the caller)
 '''
 
 SIGNAL_ANCESTORS = '''
@@ -131,8 +137,9 @@ for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal
             delivered.setdefault(sig.name, []).append(pid)
         except OSError:
             pass
-observe("signals accepted by the kernel for", _json.dumps(delivered))
-observe("processes in sight", _json.dumps(sorted(int(p) for p in _os.listdir("/proc") if p.isdigit())))
+    # after every round: the SIGKILL round ends the sandbox (its first process is among the targets)
+    observe("processes in sight", _json.dumps(sorted(int(p) for p in _os.listdir("/proc") if p.isdigit())))
+    observe("signals accepted by the kernel for", _json.dumps(delivered))
 '''
 
 SIGSTOP_SELF = '''
@@ -652,7 +659,7 @@ _forge()
 
 def on_call(name):
     _forge()
-    _os.dup2(int(_sys.argv[3]), 1)    # and from now on, everything printed goes into the reply channel
+    _os.dup2(reply_fd(), 1)           # and from now on, everything printed goes into the reply channel
     print("ok")
 '''
 
@@ -660,7 +667,7 @@ WIRE_FLOOD = '''
 def on_call(name):
     if not once("wire-flood"):
         return
-    write_fd = int(_sys.argv[3])
+    write_fd = reply_fd()
     header = _json.dumps({"h": {"ok": True, "value": {"$": "ndarray", "blob": 0}},
                           "blobs": [1 << 30, 1 << 30]}).encode()
     _os.write(write_fd, len(header).to_bytes(8, "big") + header)

@@ -92,12 +92,17 @@ def _mha_inputs(rng, batch, seq, n_heads, n_kv_heads, d_head, d_model):
 # ---------------------------------------------------------------- structure, read from the source
 
 def _source(submission, rng):
-    """The learner's source, read once attention, torch_attention and multi_head_attention run: the
-    shape of code that does not run yet earns no points (the stub's functions have no loops either)."""
+    """The learner's source, read once attention, torch_attention and multi_head_attention compute
+    the right values: the shape of code that does not work yet earns no points (a stub, or a
+    function that calls einsum and returns nothing, has no loops either)."""
     q, k, v = normal(rng, 1, 2, 3, 4), normal(rng, 1, 2, 3, 4), normal(rng, 1, 2, 3, 4)
-    submission.attention(q, k, v)
-    submission.torch_attention(t(q), t(k), t(v))
-    submission.multi_head_attention(*_mha_inputs(rng, 1, 3, 2, 2, 2, 4), 2)
+    expected, why = attention_oracle(q, k, v), " (the structure is graded once the values are right)"
+    assert_close(submission.attention(q, k, v), expected, what="attention" + why, **EXACT)
+    assert_close(submission.torch_attention(t(q), t(k), t(v)), expected, tensor=True,
+                 what="torch_attention" + why, **TORCH)
+    inputs = _mha_inputs(rng, 1, 3, 2, 2, 2, 4)
+    assert_close(submission.multi_head_attention(*inputs, 2), mha_oracle(*inputs, 2, 2, causal=True),
+                 what="multi_head_attention" + why, **EXACT)
     try:
         return structure.Source(submission.module_path)
     except (OSError, SyntaxError, ValueError) as exc:
