@@ -269,6 +269,7 @@ ADAPT_CASES = {
     "llama-q-v": (small("llama-3-8b"), ["q_proj", "v_proj"], "meta"),
     "qwen2.5-dotted-o-down": (small("qwen2.5-7b"), ["self_attn.o_proj", "down_proj"], "meta"),
     "phi3-up-is-not-gate-up": (PHI3, ["qkv_proj", "up_proj", "down_proj"], "meta"),
+    "llama-q-and-the-head": (small("llama-3-8b"), ["q_proj", "lm_head"], "meta"),
 }
 
 
@@ -279,6 +280,8 @@ def _describe_difference(got, want, what):
         hint = " (lm_head is the output head: all-linear leaves it out)"
     elif any(name.endswith("gate_up_proj") for name in extra):
         hint = " (a name selects whole name components: 'up_proj' is not 'gate_up_proj')"
+    elif any(name.endswith("lm_head") for name in missing):
+        hint = " (a list that names the head adapts it: only all-linear leaves it out)"
     elif any(".mlp." in name for name in missing):
         hint = " (all-linear includes the MLP's linear layers)"
     return f"{what}: missing {missing[:3]}, unexpected {extra[:3]}{hint}"
@@ -599,6 +602,16 @@ def test_pack_long_empty_and_unlabelled_examples(submission, seq_len):
     _check_packing(examples, seq_len, submission.pack(examples, seq_len))
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept(PACKING)
+@pytest.mark.parametrize("examples", [[{"input_ids": []}, {"input_ids": [], "labels": []}], []],
+                         ids=["empty-examples", "no-examples"])
+def test_pack_of_no_tokens_is_no_rows(submission, examples):
+    """only empty examples, or none: no rows at all"""
+    rows = submission.pack(examples, 4)
+    assert rows == [], f"pack({examples}, 4) returned {rows!r}: with no tokens to pack there are no rows, not an empty one"
+
+
 # ================================================================ Read the source
 
 @pytest.mark.points(1)
@@ -651,7 +664,9 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     train_path, messages = _train_file(tmp_path, 24)
     kwargs = dict(r=4, alpha=12, dropout=0.1, max_steps=3, learning_rate=2e-3, batch_size=4, seed=1)
     out_dir = tmp_path / "adapter"
-    seen = submission.probe(probes.watch_sft, MODEL_DIR, train_path, str(out_dir), kwargs, str(tmp_path / "scratch"))
+    # torch's generator seeded with something else than `seed` first: adapters drawn unseeded show
+    seen = submission.probe(probes.watch_sft, MODEL_DIR, train_path, str(out_dir), kwargs, str(tmp_path / "scratch"),
+                            rng_seed_before=kwargs["seed"] + 1000)
     result = seen["result"]
     assert isinstance(result, dict) and {"adapter_dir", "train_loss", "trainable_parameters"} <= set(result), \
         "sft_with_peft_trl must return a dict with adapter_dir, train_loss and trainable_parameters"
@@ -681,6 +696,9 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     assert model["dtypes"] == want_dtypes, \
         f"the model trained in {model['dtypes']}: " + ("a bf16 base on CUDA" if cuda else "float32 on a CPU")
     assert not model["checkpointing"], "gradient checkpointing is on: SFTConfig(activation_checkpointing=False)"
+    assert model["lora_A_at_start"] == oracles.seeded_lora_A(4, 12, 0.1, kwargs["seed"]), (
+        "the trainer received adapters other than those get_peft_model draws after torch.manual_seed(seed): seed "
+        "torch with seed before get_peft_model (the trainer seeds itself only later), so that a run is reproducible")
     assert model["autocast_in_training"] == cuda, (
         "the forward passes ran under bf16 autocast: bf16=False on a CPU" if not cuda
         else "the forward passes ran without bf16 autocast: bf16=True on CUDA")
