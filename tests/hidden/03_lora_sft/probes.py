@@ -117,6 +117,26 @@ def adapted_model(module, config, r, alpha, target_modules="all-linear", device=
             "total_numel": sum(p.numel() for p in model.parameters())}
 
 
+def adapted_dropout(module, config, r, alpha, dropout, x_seed=0):
+    """add_lora(..., dropout) on a model built from `config` (on the CPU): for every adapted layer,
+    whether its training-mode output differs from its eval-mode output once lora_B is nonzero,
+    that is, whether the adapters drop anything."""
+    model = build_model(config, "cpu")
+    module.add_lora(model, r, alpha, "all-linear", dropout)
+    dropping = {}
+    gen = torch.Generator().manual_seed(x_seed)
+    for name, layer in model.named_modules():
+        if isinstance(layer, module.LoRALinear):
+            with torch.no_grad():
+                layer.lora_B.fill_(1.0)
+                x = torch.randn(4, layer.lora_A.shape[1], generator=gen)
+                layer.train()
+                train_out = layer(x)
+                layer.eval()
+                dropping[name] = not torch.equal(train_out, layer(x))
+    return dropping
+
+
 def count_peft_model(module, config, r, target_modules="all-linear"):
     """The learner's trainable_parameters on a peft model built from `config` on the meta device."""
     from peft import LoraConfig, get_peft_model
@@ -273,6 +293,7 @@ def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batc
         "checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
         "autocast_in_training": any(captured.get("autocast", [])),
         "lora_A_at_start": captured.get("lora_A_at_start"),
+        "seed": getattr(trainer.args, "seed", None),      # the data order and dropout draws follow it
     }
     if logits_input is not None:
         model.eval()

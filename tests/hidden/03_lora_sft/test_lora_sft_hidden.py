@@ -311,6 +311,18 @@ def test_add_lora_adapts_what_peft_adapts(submission, case):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(ADAPTERS)
+def test_add_lora_hands_dropout_to_every_adapter(submission):
+    """add_lora(..., dropout=0.5) on the tiny Llama: every adapter drops features in training mode, none in eval mode"""
+    dropping = submission.probe(probes.adapted_dropout, TINY_LLAMA, 4, 8, 0.5)
+    assert dropping, "add_lora adapted no layer of the tiny Llama"
+    idle = sorted(name for name, drops in dropping.items() if not drops)
+    assert not idle, (
+        f"with add_lora(..., dropout=0.5), {len(idle)} of {len(dropping)} adapters (e.g. {idle[0]}) drop nothing in "
+        "training mode: build each LoRALinear(layer, r, alpha, dropout)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(ADAPTERS)
 @pytest.mark.parametrize("config,targets", [(small("llama-3-8b"), ["attn_proj"]), (PHI3, ["up_proj"])],
                          ids=["no-such-name", "up-is-not-gate-up"])
 def test_add_lora_refuses_targets_that_select_nothing(submission, config, targets):
@@ -704,6 +716,11 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
         else "the forward passes ran without bf16 autocast: bf16=True on CUDA")
     steps = seen["steps"]
     assert len(steps) == 3, f"the optimizer stepped {len(steps)} times for max_steps=3"
+    assert len(seen["batches"]) == 3, (
+        f"the trainer computed its loss on {len(seen['batches'])} batches for 3 optimizer steps: one batch per step "
+        "(gradient_accumulation_steps stays at its default, 1)")
+    assert model["seed"] == kwargs["seed"], \
+        f"the trainer runs with seed {model['seed']}, the call asked for {kwargs['seed']}: SFTConfig(seed=seed)"
     lrs = [s["lr"][0] for s in steps]
     want_lrs = [2e-3 * (1 - k / 3) for k in range(3)]
     assert np.allclose(lrs, want_lrs, rtol=LR_RTOL, atol=0), \

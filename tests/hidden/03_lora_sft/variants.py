@@ -107,6 +107,9 @@ COURSE_MUTANTS = [
     Mutant("returns_nothing", ADAPTERS, rule="add_lora.in_place", note="forgets to return the model",
            edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
                   "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n"}),
+    Mutant("dropout_not_handed_on", ADAPTERS, rule="add_lora.in_place", note="LoRALinear(layer, r, alpha): dropout lost",
+           edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
+                  "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha))\n    return model\n"}),
     Mutant("tied_weights_twice", ADAPTERS, rule="count.peft", note="named_parameters(remove_duplicate=False)",
            edits={"    for parameter in model.parameters():\n        total += parameter.numel()\n":
                   "    for _, parameter in model.named_parameters(remove_duplicate=False):\n        total += parameter.numel()\n"}),
@@ -206,6 +209,13 @@ def pack(examples, seq_len):
            edits={CPU_SETTINGS: "        use_cpu=not cuda,\n"}),
     Mutant("gradient_checkpointing_left_on", TRL, rule="sft.settings", note="trl's default checkpointing",
            edits={NO_CHECKPOINTING: ""}),
+    Mutant("seed_left_to_the_trainer_default", TRL, rule="sft.settings",
+           note="torch seeded by hand, SFTConfig's seed left at 42: another data order and other dropout draws",
+           edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
+                  "        learning_rate=learning_rate, assistant_only_loss=True,\n"}),
+    Mutant("gradient_accumulation_from_a_tutorial", TRL, rule="sft.settings",
+           note="gradient_accumulation_steps=2: each step sees twice the batch the call asked for",
+           edits={NO_CHECKPOINTING: NO_CHECKPOINTING + "        gradient_accumulation_steps=2,\n"}),
     Mutant("bf16_weights_on_cpu", TRL, rule="sft.load", note="the model loaded in bf16 on a CPU",
            edits={"dtype=torch.bfloat16 if cuda else torch.float32)": "dtype=torch.bfloat16)"}),
     Mutant("peft_default_targets", TRL, rule="sft.lora_config", note="no target_modules: peft's q_proj, v_proj for Llama",
