@@ -58,6 +58,9 @@ COURSE_MUTANTS = [
            edits={FORWARD: "        return self.dropout(self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling)\n"}),
     Mutant("dropout_on_adapter_output", LORA, rule="lora.dropout_input", note="dropout after A and B, not before",
            edits={FORWARD: "        return self.base(x) + self.dropout(x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
+    Mutant("dropout_before_both_paths", LORA, rule="lora.dropout_input", note="x dropped once, for the base path too",
+           edits={FORWARD: "        x = self.dropout(x)\n"
+                           "        return self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
     Mutant("dropout_ignored", LORA, rule="lora.dropout_input", note="the dropout argument is never used",
            edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
                   "        self.dropout = nn.Identity()\n"}),
@@ -247,6 +250,14 @@ def pack(examples, seq_len):
            edits={GENERATE: GENERATE.replace("do_sample=False", "do_sample=True")}),
     Mutant("stops_at_eos_only", GENERATION, rule="gen.stop", note="eos_token_id=tokenizer.eos_token_id: never <|end|>",
            edits={GENERATE: GENERATE.replace("eos_token_id=stop", "eos_token_id=tokenizer.eos_token_id")}),
+    Mutant("stops_at_end_of_turn_only", GENERATION, rule="gen.stop", note="eos_token_id=[<|end|>]: </s> no longer stops",
+           edits={'    stop = [tokenizer.convert_tokens_to_ids(END_OF_TURN), tokenizer.eos_token_id]\n':
+                  '    stop = [tokenizer.convert_tokens_to_ids(END_OF_TURN)]\n'}),
+    Mutant("prompt_text_tokenized_again", GENERATION, rule="gen.prompt",
+           note="the template rendered as text, then tokenized with the tokenizer's own <s> in front",
+           edits={PROMPT: """    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer(text, return_tensors="pt").to(model.device)
+"""}),
     Mutant("fixed_max_new_tokens", GENERATION, rule="gen.stop", note="max_new_tokens ignored",
            edits={GENERATE: GENERATE.replace("max_new_tokens=max_new_tokens", "max_new_tokens=8")}),
     Mutant("special_tokens_kept", GENERATION, rule="gen.decode", note="<|end|> left in the reply",
@@ -395,6 +406,8 @@ def tokenize_conversation(tokenizer, messages, max_length=None):
     Alternative("trainer_saves_the_adapter", note="trainer.save_model(out_dir): the adapter, plus the tokenizer and "
                 "the training arguments, all inside out_dir",
                 edits={SAVE: "    trainer.save_model(str(out_dir))\n"}),
+    Alternative("trainer_output_dir_is_out_dir", note="the trainer's output_dir is out_dir itself (nothing is saved there)",
+                edits={'        output_dir=str(out_dir / "trainer"),': '        output_dir=str(out_dir),'}),
     Alternative("greedy_loop_by_hand", note="argmax token by token, no generate()",
                 edits={GENERATE: """        ids = prompt["input_ids"]
         for _ in range(max_new_tokens):
