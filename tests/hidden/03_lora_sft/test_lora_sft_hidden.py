@@ -39,7 +39,8 @@ MODEL_DIR = str(DATASETS / "tiny_llama")
 TINY_LLAMA = {"model_dir": MODEL_DIR}
 
 # Tolerances, each measured on the reference and the alternatives of variants.py (F.linear with the
-# scale folded into B, (scaling * B) @ A for the merge) and on the nearest mutant of its check.
+# scale folded into B, (scaling * B) @ A for the merge, the independent solution: exact on 300 drawn
+# layers, outputs and merges alike) and on the nearest mutant of its check.
 # Layer outputs and gradients, float32: compared within FP32 times (1 + the largest |value| of the
 # expected tensor), since the adapter term can be large (alpha up to 32) while an output entry
 # cancels to near zero. Correct solutions stay within 5e-7 of that scale over 300 drawn cases; the
@@ -440,6 +441,17 @@ def test_labels_follow_the_generation_mask(submission, messages, keep):
     max_length = None if keep is None else max(1, round(keep * len(oracles.template_labels(messages)[0])))
     (got,) = submission.probe(probes.tokenize, MODEL_DIR, [messages], max_length)
     _check_tokenized(got, messages, max_length)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(TEMPLATE)
+def test_a_long_conversation_is_not_cut_without_max_length(submission):
+    """a conversation of more than 1,024 tokens (trl's default max_length) with max_length=None: nothing is cut"""
+    messages = [{"role": "user", "content": " ".join(WORDS[i % len(WORDS)] for i in range(700))},
+                {"role": "assistant", "content": " ".join(WORDS[-1 - i % len(WORDS)] for i in range(500))}]
+    assert len(oracles.template_labels(messages)[0]) > 1024
+    (got,) = submission.probe(probes.tokenize, MODEL_DIR, [messages], None)
+    _check_tokenized(got, messages, what="tokenize_conversation with max_length=None on 1,200 tokens")
 
 
 def _sft_conversations():

@@ -141,6 +141,11 @@ COURSE_MUTANTS = [
     Mutant("truncate_from_the_left", TEMPLATE, rule="tok.truncation", note="keeps the last max_length tokens",
            edits={"        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
                   "        input_ids, labels = input_ids[-max_length:], labels[-max_length:]\n"}),
+    Mutant("max_length_defaults_to_trls_1024", TEMPLATE, rule="tok.truncation",
+           note="max_length=None read as SFTConfig's default, 1024",
+           edits={"    if max_length is not None:\n        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
+                  "    max_length = 1024 if max_length is None else max_length\n"
+                  "    input_ids, labels = input_ids[:max_length], labels[:max_length]\n"}),
     Mutant("attention_mask_not_truncated", TEMPLATE, rule="tok.truncation", note="the template's mask, uncut",
            edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
                   '    return {"input_ids": input_ids, "attention_mask": list(encoded["attention_mask"]), "labels": labels}\n'}),
