@@ -104,6 +104,11 @@ COURSE_MUTANTS = [
                   '              and model.get_submodule(name) is not head]\n'}),
     Mutant("no_match_is_silent", ADAPTERS, rule="add_lora.no_match", note="a list that selects nothing adapts nothing",
            edits={"    if not chosen:\n        raise ValueError(": "    if False:\n        raise ValueError("}),
+    Mutant("no_match_counts_any_module", ADAPTERS, rule="add_lora.no_match",
+           note="the names checked against every module: a list naming only an embedding and norms adapts nothing",
+           edits={"    if not chosen:\n        raise ValueError(":
+                  "    if not [n for n, _ in model.named_modules() if any(n == t or n.endswith(\".\" + t) for t in names)]:\n"
+                  "        raise ValueError("}),
     Mutant("nothing_else_frozen", ADAPTERS, rule="add_lora.freeze", note="embeddings, norms and the head stay trainable",
            edits={"    for parameter in model.parameters():\n        parameter.requires_grad_(False)\n    for name in targets:":
                   "    for name in targets:"}),
