@@ -118,8 +118,9 @@ def pack(examples, seq_len):
     """Pack tokenized examples ({"input_ids", "labels" (optional, defaults to input_ids)}) into
     rows of at most seq_len tokens, without padding.
 
-    Best-fit decreasing: longest first, each into the open row it fills best, a new row only
-    when it fits nowhere. An example longer than seq_len is first cut into pieces of seq_len
+    Rows are dense: a new row only for an example that fits in no open row (best-fit decreasing,
+    longest first, each into the open row it fills best, is one such strategy; first fit is
+    another; README.md says which qualify). An example longer than seq_len is first cut into pieces of seq_len
     tokens (the last one shorter), each packed as an example of its own; empty examples are
     skipped. Each row is {"input_ids", "labels", "position_ids"}: position ids restart at 0
     at every example, and every example's first label is -100 (nothing predicts across a

@@ -3,6 +3,7 @@ chose: peft's LoRA layers and get_peft_model, transformers' chat template and ge
 dataset preparation, pack_dataset and padding-free collator. Loaded with `sibling_module`, so the
 caches below live as long as the process (a grading pool reuses its processes)."""
 import copy
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -208,6 +209,25 @@ def load_model(adapter_dir=None, merge=False):
             if merge:
                 model = model.merge_and_unload()
     return model.eval()
+
+
+def seeded_lora_A(r, alpha, dropout, seed):
+    """sha256 digests (sorted) of the lora_A matrices get_peft_model draws for the tiny Llama right
+    after torch.manual_seed(seed): what a run seeded before get_peft_model starts from (loading the
+    model draws nothing, so seeding before or after loading gives the same)."""
+    from peft import LoraConfig, get_peft_model
+
+    state = torch.random.get_rng_state()
+    try:
+        model = load_model()
+        torch.manual_seed(seed)
+        with quiet():
+            model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
+                                                     target_modules="all-linear", task_type="CAUSAL_LM"))
+    finally:
+        torch.random.set_rng_state(state)
+    return sorted(hashlib.sha256(p.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+                  for name, p in model.named_parameters() if "lora_A" in name)
 
 
 def greedy_replies(model, conversations, max_new_tokens=8):

@@ -117,6 +117,26 @@ def adapted_model(module, config, r, alpha, target_modules="all-linear", device=
             "total_numel": sum(p.numel() for p in model.parameters())}
 
 
+def adapted_dropout(module, config, r, alpha, dropout, x_seed=0):
+    """add_lora(..., dropout) on a model built from `config` (on the CPU): for every adapted layer,
+    whether its training-mode output differs from its eval-mode output once lora_B is nonzero,
+    that is, whether the adapters drop anything."""
+    model = build_model(config, "cpu")
+    module.add_lora(model, r, alpha, "all-linear", dropout)
+    dropping = {}
+    gen = torch.Generator().manual_seed(x_seed)
+    for name, layer in model.named_modules():
+        if isinstance(layer, module.LoRALinear):
+            with torch.no_grad():
+                layer.lora_B.fill_(1.0)
+                x = torch.randn(4, layer.lora_A.shape[1], generator=gen)
+                layer.train()
+                train_out = layer(x)
+                layer.eval()
+                dropping[name] = not torch.equal(train_out, layer(x))
+    return dropping
+
+
 def count_peft_model(module, config, r, target_modules="all-linear"):
     """The learner's trainable_parameters on a peft model built from `config` on the meta device."""
     from peft import LoraConfig, get_peft_model
@@ -189,6 +209,8 @@ def _watching_trainer(batches, keep_batches, captured):
     def init(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         captured["trainer"] = self
+        # The adapters as drawn, before any step: the trainer seeds itself only now, after they were.
+        captured["lora_A_at_start"] = sorted(_sha256(p) for name, p in self.model.named_parameters() if "lora_A" in name)
         # Mixed precision wraps the model's forward (accelerate), not compute_loss: look from inside.
         first_linear = next((m for m in self.model.modules() if isinstance(m, nn.Linear)), None)
         if first_linear is not None:
@@ -212,13 +234,15 @@ def _watching_trainer(batches, keep_batches, captured):
 
 
 def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batches=4, logits_input=None,
-              measure_cuda_memory=False):
+              measure_cuda_memory=False, rng_seed_before=None):
     """Run the learner's sft_with_peft_trl and watch it from outside: the batches the trainer
     computes its loss on (the first `keep_batches`), every optimizer step (learning rate,
     weight decay, how many parameters it updates), the model afterwards (dtypes, which
     parameters train, a hash of every base weight, gradient checkpointing), the files written
     outside out_dir (the working directory and the datasets cache are pointed into `scratch`
-    for the call), and the trained model's logits for `logits_input`."""
+    for the call), the adapters' lora_A as the trainer received them, and the trained model's
+    logits for `logits_input`. With `rng_seed_before`, torch's generator is seeded with it before
+    the call, so that an unseeded draw of the adapters shows."""
     import datasets.config
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -239,6 +263,8 @@ def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batc
     if measure_cuda_memory:
         torch.cuda.reset_peak_memory_stats()
     hook = register_optimizer_step_post_hook(after_step)
+    if rng_seed_before is not None:
+        torch.manual_seed(rng_seed_before)
     os.chdir(scratch / "cwd")
     datasets.config.HF_DATASETS_CACHE = scratch / "hf_datasets_cache"
     try:
@@ -266,6 +292,8 @@ def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batc
                         for name, p in parameters.items() if "lora_" not in name},
         "checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
         "autocast_in_training": any(captured.get("autocast", [])),
+        "lora_A_at_start": captured.get("lora_A_at_start"),
+        "seed": getattr(trainer.args, "seed", None),      # the data order and dropout draws follow it
     }
     if logits_input is not None:
         model.eval()

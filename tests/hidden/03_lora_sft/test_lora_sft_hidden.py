@@ -39,7 +39,8 @@ MODEL_DIR = str(DATASETS / "tiny_llama")
 TINY_LLAMA = {"model_dir": MODEL_DIR}
 
 # Tolerances, each measured on the reference and the alternatives of variants.py (F.linear with the
-# scale folded into B, (scaling * B) @ A for the merge) and on the nearest mutant of its check.
+# scale folded into B, (scaling * B) @ A for the merge, the independent solution: exact on 300 drawn
+# layers, outputs and merges alike) and on the nearest mutant of its check.
 # Layer outputs and gradients, float32: compared within FP32 times (1 + the largest |value| of the
 # expected tensor), since the adapter term can be large (alpha up to 32) while an output entry
 # cancels to near zero. Correct solutions stay within 5e-7 of that scale over 300 drawn cases; the
@@ -269,6 +270,7 @@ ADAPT_CASES = {
     "llama-q-v": (small("llama-3-8b"), ["q_proj", "v_proj"], "meta"),
     "qwen2.5-dotted-o-down": (small("qwen2.5-7b"), ["self_attn.o_proj", "down_proj"], "meta"),
     "phi3-up-is-not-gate-up": (PHI3, ["qkv_proj", "up_proj", "down_proj"], "meta"),
+    "llama-q-and-the-head": (small("llama-3-8b"), ["q_proj", "lm_head"], "meta"),
 }
 
 
@@ -279,6 +281,8 @@ def _describe_difference(got, want, what):
         hint = " (lm_head is the output head: all-linear leaves it out)"
     elif any(name.endswith("gate_up_proj") for name in extra):
         hint = " (a name selects whole name components: 'up_proj' is not 'gate_up_proj')"
+    elif any(name.endswith("lm_head") for name in missing):
+        hint = " (a list that names the head adapts it: only all-linear leaves it out)"
     elif any(".mlp." in name for name in missing):
         hint = " (all-linear includes the MLP's linear layers)"
     return f"{what}: missing {missing[:3]}, unexpected {extra[:3]}{hint}"
@@ -308,11 +312,26 @@ def test_add_lora_adapts_what_peft_adapts(submission, case):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(ADAPTERS)
-@pytest.mark.parametrize("config,targets", [(small("llama-3-8b"), ["attn_proj"]), (PHI3, ["up_proj"])],
-                         ids=["no-such-name", "up-is-not-gate-up"])
+def test_add_lora_hands_dropout_to_every_adapter(submission):
+    """add_lora(..., dropout=0.5) on the tiny Llama: every adapter drops features in training mode, none in eval mode"""
+    dropping = submission.probe(probes.adapted_dropout, TINY_LLAMA, 4, 8, 0.5)
+    assert dropping, "add_lora adapted no layer of the tiny Llama"
+    idle = sorted(name for name, drops in dropping.items() if not drops)
+    assert not idle, (
+        f"with add_lora(..., dropout=0.5), {len(idle)} of {len(dropping)} adapters (e.g. {idle[0]}) drop nothing in "
+        "training mode: build each LoRALinear(layer, r, alpha, dropout)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(ADAPTERS)
+@pytest.mark.parametrize("config,targets", [(small("llama-3-8b"), ["attn_proj"]), (PHI3, ["up_proj"]),
+                                            (small("llama-3-8b"), ["embed_tokens", "norm"])],
+                         ids=["no-such-name", "up-is-not-gate-up", "no-linear-among-the-named"])
 def test_add_lora_refuses_targets_that_select_nothing(submission, config, targets):
-    """a list of names that selects no linear layer raises ValueError (as peft does)"""
-    assert oracles.peft_adapted(config, 4, targets) is None
+    """a list of names that selects no linear layer raises ValueError (as peft does where it finds no module at
+    all; peft would adapt an embedding, this contract takes nn.Linear modules only)"""
+    if "embed_tokens" not in targets:
+        assert oracles.peft_adapted(config, 4, targets) is None
     seen = submission.probe(probes.adapted_model, config, 4, 8, targets, "meta")
     assert seen["raised"] == "ValueError", (
         f"add_lora(..., target_modules={targets!r}) selects no linear layer of this model; expected a ValueError, "
@@ -425,6 +444,17 @@ def test_labels_follow_the_generation_mask(submission, messages, keep):
     max_length = None if keep is None else max(1, round(keep * len(oracles.template_labels(messages)[0])))
     (got,) = submission.probe(probes.tokenize, MODEL_DIR, [messages], max_length)
     _check_tokenized(got, messages, max_length)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(TEMPLATE)
+def test_a_long_conversation_is_not_cut_without_max_length(submission):
+    """a conversation of more than 1,024 tokens (trl's default max_length) with max_length=None: nothing is cut"""
+    messages = [{"role": "user", "content": " ".join(WORDS[i % len(WORDS)] for i in range(700))},
+                {"role": "assistant", "content": " ".join(WORDS[-1 - i % len(WORDS)] for i in range(500))}]
+    assert len(oracles.template_labels(messages)[0]) > 1024
+    (got,) = submission.probe(probes.tokenize, MODEL_DIR, [messages], None)
+    _check_tokenized(got, messages, what="tokenize_conversation with max_length=None on 1,200 tokens")
 
 
 def _sft_conversations():
@@ -599,6 +629,16 @@ def test_pack_long_empty_and_unlabelled_examples(submission, seq_len):
     _check_packing(examples, seq_len, submission.pack(examples, seq_len))
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept(PACKING)
+@pytest.mark.parametrize("examples", [[{"input_ids": []}, {"input_ids": [], "labels": []}], []],
+                         ids=["empty-examples", "no-examples"])
+def test_pack_of_no_tokens_is_no_rows(submission, examples):
+    """only empty examples, or none: no rows at all"""
+    rows = submission.pack(examples, 4)
+    assert rows == [], f"pack({examples}, 4) returned {rows!r}: with no tokens to pack there are no rows, not an empty one"
+
+
 # ================================================================ Read the source
 
 @pytest.mark.points(1)
@@ -651,7 +691,9 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     train_path, messages = _train_file(tmp_path, 24)
     kwargs = dict(r=4, alpha=12, dropout=0.1, max_steps=3, learning_rate=2e-3, batch_size=4, seed=1)
     out_dir = tmp_path / "adapter"
-    seen = submission.probe(probes.watch_sft, MODEL_DIR, train_path, str(out_dir), kwargs, str(tmp_path / "scratch"))
+    # torch's generator seeded with something else than `seed` first: adapters drawn unseeded show
+    seen = submission.probe(probes.watch_sft, MODEL_DIR, train_path, str(out_dir), kwargs, str(tmp_path / "scratch"),
+                            rng_seed_before=kwargs["seed"] + 1000)
     result = seen["result"]
     assert isinstance(result, dict) and {"adapter_dir", "train_loss", "trainable_parameters"} <= set(result), \
         "sft_with_peft_trl must return a dict with adapter_dir, train_loss and trainable_parameters"
@@ -681,11 +723,19 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     assert model["dtypes"] == want_dtypes, \
         f"the model trained in {model['dtypes']}: " + ("a bf16 base on CUDA" if cuda else "float32 on a CPU")
     assert not model["checkpointing"], "gradient checkpointing is on: SFTConfig(activation_checkpointing=False)"
+    assert model["lora_A_at_start"] == oracles.seeded_lora_A(4, 12, 0.1, kwargs["seed"]), (
+        "the trainer received adapters other than those get_peft_model draws after torch.manual_seed(seed): seed "
+        "torch with seed before get_peft_model (the trainer seeds itself only later), so that a run is reproducible")
     assert model["autocast_in_training"] == cuda, (
         "the forward passes ran under bf16 autocast: bf16=False on a CPU" if not cuda
         else "the forward passes ran without bf16 autocast: bf16=True on CUDA")
     steps = seen["steps"]
     assert len(steps) == 3, f"the optimizer stepped {len(steps)} times for max_steps=3"
+    assert len(seen["batches"]) == 3, (
+        f"the trainer computed its loss on {len(seen['batches'])} batches for 3 optimizer steps: one batch per step "
+        "(gradient_accumulation_steps stays at its default, 1)")
+    assert model["seed"] == kwargs["seed"], \
+        f"the trainer runs with seed {model['seed']}, the call asked for {kwargs['seed']}: SFTConfig(seed=seed)"
     lrs = [s["lr"][0] for s in steps]
     want_lrs = [2e-3 * (1 - k / 3) for k in range(3)]
     assert np.allclose(lrs, want_lrs, rtol=LR_RTOL, atol=0), \

@@ -1,7 +1,7 @@
 """Mutants (the ways a LoRA SFT goes almost right) and alternative correct solutions for exercise
 03, as edits of solutions/03_lora_sft/lora_sft.py. Each mutant names the README rule it breaks
 (contracts.py); `grader audit 03` grades them."""
-from grader.running.variants import Alternative, Mutant
+from grader.running.variants import INDEPENDENT, Alternative, Independent, Mutant
 
 LORA, MERGING, ADAPTERS = "LoRA by hand", "Merging", "Adapters on a model"
 TEMPLATE, PACKING, TRL = "The chat template and the loss mask", "Packing", "The real thing: peft + trl"
@@ -30,7 +30,7 @@ PROMPT = """    prompt = tokenizer.apply_chat_template(messages, add_generation_
 """
 DECODE = "    return tokenizer.decode(output[0, prompt[\"input_ids\"].shape[1]:], skip_special_tokens=True)\n"
 
-MUTANTS = [
+COURSE_MUTANTS = [
     # ---------------------------------------------------------------- LoRA by hand
     Mutant("b_random", LORA, rule="lora.init_b", note="B drawn like A: a fresh layer already changes the model",
            edits={INIT_A: INIT_A + "        nn.init.kaiming_uniform_(self.lora_B, a=math.sqrt(5))\n"}),
@@ -58,6 +58,9 @@ MUTANTS = [
            edits={FORWARD: "        return self.dropout(self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling)\n"}),
     Mutant("dropout_on_adapter_output", LORA, rule="lora.dropout_input", note="dropout after A and B, not before",
            edits={FORWARD: "        return self.base(x) + self.dropout(x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
+    Mutant("dropout_before_both_paths", LORA, rule="lora.dropout_input", note="x dropped once, for the base path too",
+           edits={FORWARD: "        x = self.dropout(x)\n"
+                           "        return self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
     Mutant("dropout_ignored", LORA, rule="lora.dropout_input", note="the dropout argument is never used",
            edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
                   "        self.dropout = nn.Identity()\n"}),
@@ -93,14 +96,28 @@ MUTANTS = [
     Mutant("names_endswith_without_dot", ADAPTERS, rule="add_lora.names", note="endswith without the dot",
            edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
                   '    chosen = [name for name in linears if any(name.endswith(t) for t in names)]\n'}),
+    Mutant("names_never_the_head", ADAPTERS, rule="add_lora.names_head",
+           note="the head left out of name lists too, as if all-linear's exclusion applied everywhere",
+           edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
+                  '    head = model.get_output_embeddings()\n'
+                  '    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)\n'
+                  '              and model.get_submodule(name) is not head]\n'}),
     Mutant("no_match_is_silent", ADAPTERS, rule="add_lora.no_match", note="a list that selects nothing adapts nothing",
            edits={"    if not chosen:\n        raise ValueError(": "    if False:\n        raise ValueError("}),
+    Mutant("no_match_counts_any_module", ADAPTERS, rule="add_lora.no_match",
+           note="the names checked against every module: a list naming only an embedding and norms adapts nothing",
+           edits={"    if not chosen:\n        raise ValueError(":
+                  "    if not [n for n, _ in model.named_modules() if any(n == t or n.endswith(\".\" + t) for t in names)]:\n"
+                  "        raise ValueError("}),
     Mutant("nothing_else_frozen", ADAPTERS, rule="add_lora.freeze", note="embeddings, norms and the head stay trainable",
            edits={"    for parameter in model.parameters():\n        parameter.requires_grad_(False)\n    for name in targets:":
                   "    for name in targets:"}),
     Mutant("returns_nothing", ADAPTERS, rule="add_lora.in_place", note="forgets to return the model",
            edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
                   "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n"}),
+    Mutant("dropout_not_handed_on", ADAPTERS, rule="add_lora.in_place", note="LoRALinear(layer, r, alpha): dropout lost",
+           edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
+                  "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha))\n    return model\n"}),
     Mutant("tied_weights_twice", ADAPTERS, rule="count.peft", note="named_parameters(remove_duplicate=False)",
            edits={"    for parameter in model.parameters():\n        total += parameter.numel()\n":
                   "    for _, parameter in model.named_parameters(remove_duplicate=False):\n        total += parameter.numel()\n"}),
@@ -129,6 +146,11 @@ MUTANTS = [
     Mutant("truncate_from_the_left", TEMPLATE, rule="tok.truncation", note="keeps the last max_length tokens",
            edits={"        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
                   "        input_ids, labels = input_ids[-max_length:], labels[-max_length:]\n"}),
+    Mutant("max_length_defaults_to_trls_1024", TEMPLATE, rule="tok.truncation",
+           note="max_length=None read as SFTConfig's default, 1024",
+           edits={"    if max_length is not None:\n        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
+                  "    max_length = 1024 if max_length is None else max_length\n"
+                  "    input_ids, labels = input_ids[:max_length], labels[:max_length]\n"}),
     Mutant("attention_mask_not_truncated", TEMPLATE, rule="tok.truncation", note="the template's mask, uncut",
            edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
                   '    return {"input_ids": input_ids, "attention_mask": list(encoded["attention_mask"]), "labels": labels}\n'}),
@@ -136,6 +158,12 @@ MUTANTS = [
            edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
                   '    return {"input_ids": torch.tensor(input_ids), "attention_mask": torch.ones(len(input_ids), dtype=torch.long),\n'
                   '            "labels": torch.tensor(labels)}\n'}),
+    Mutant("drops_a_row_without_targets", TEMPLATE, rule="tok.cut_before_reply",
+           note="trl's dropping of target-less rows copied: empty lists for a conversation cut before its reply",
+           edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
+                  '    if all(label == IGNORE_INDEX for label in labels):\n'
+                  '        input_ids, labels = [], []\n'
+                  '    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n'}),
     # ---------------------------------------------------------------- Packing
     Mutant("positions_never_restart", PACKING, rule="pack.positions", note="one position count per row",
            edits={ROW_POSITIONS: '            row["position_ids"] = list(range(len(row["input_ids"])))\n'}),
@@ -172,6 +200,9 @@ def pack(examples, seq_len):
     Mutant("empty_example_kept", PACKING, rule="pack.empty", note="an empty example leaves a label without a token",
            edits={"        for start in range(0, len(input_ids), seq_len):\n":
                   "        for start in range(0, max(len(input_ids), 1), seq_len):\n"}),
+    Mutant("an_open_row_from_the_start", PACKING, rule="pack.empty", note="one empty row returned when there is nothing to pack",
+           edits={"    rows = []                                       # [free space, [piece indices]]\n":
+                  "    rows = [[seq_len, []]]                          # [free space, [piece indices]]\n"}),
     Mutant("labels_required", PACKING, rule="pack.default_labels", note="KeyError on an example without labels",
            edits={'        labels = list(example.get("labels", input_ids))\n': '        labels = list(example["labels"])\n'}),
     Mutant("padded_rows", PACKING, rule="pack.rows", note="rows padded to seq_len, as if for a batch",
@@ -191,6 +222,13 @@ def pack(examples, seq_len):
            edits={CPU_SETTINGS: "        use_cpu=not cuda,\n"}),
     Mutant("gradient_checkpointing_left_on", TRL, rule="sft.settings", note="trl's default checkpointing",
            edits={NO_CHECKPOINTING: ""}),
+    Mutant("seed_left_to_the_trainer_default", TRL, rule="sft.settings",
+           note="torch seeded by hand, SFTConfig's seed left at 42: another data order and other dropout draws",
+           edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
+                  "        learning_rate=learning_rate, assistant_only_loss=True,\n"}),
+    Mutant("gradient_accumulation_from_a_tutorial", TRL, rule="sft.settings",
+           note="gradient_accumulation_steps=2: each step sees twice the batch the call asked for",
+           edits={NO_CHECKPOINTING: NO_CHECKPOINTING + "        gradient_accumulation_steps=2,\n"}),
     Mutant("bf16_weights_on_cpu", TRL, rule="sft.load", note="the model loaded in bf16 on a CPU",
            edits={"dtype=torch.bfloat16 if cuda else torch.float32)": "dtype=torch.bfloat16)"}),
     Mutant("peft_default_targets", TRL, rule="sft.lora_config", note="no target_modules: peft's q_proj, v_proj for Llama",
@@ -222,6 +260,14 @@ def pack(examples, seq_len):
            edits={GENERATE: GENERATE.replace("do_sample=False", "do_sample=True")}),
     Mutant("stops_at_eos_only", GENERATION, rule="gen.stop", note="eos_token_id=tokenizer.eos_token_id: never <|end|>",
            edits={GENERATE: GENERATE.replace("eos_token_id=stop", "eos_token_id=tokenizer.eos_token_id")}),
+    Mutant("stops_at_end_of_turn_only", GENERATION, rule="gen.stop", note="eos_token_id=[<|end|>]: </s> no longer stops",
+           edits={'    stop = [tokenizer.convert_tokens_to_ids(END_OF_TURN), tokenizer.eos_token_id]\n':
+                  '    stop = [tokenizer.convert_tokens_to_ids(END_OF_TURN)]\n'}),
+    Mutant("prompt_text_tokenized_again", GENERATION, rule="gen.prompt",
+           note="the template rendered as text, then tokenized with the tokenizer's own <s> in front",
+           edits={PROMPT: """    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer(text, return_tensors="pt").to(model.device)
+"""}),
     Mutant("fixed_max_new_tokens", GENERATION, rule="gen.stop", note="max_new_tokens ignored",
            edits={GENERATE: GENERATE.replace("max_new_tokens=max_new_tokens", "max_new_tokens=8")}),
     Mutant("special_tokens_kept", GENERATION, rule="gen.decode", note="<|end|> left in the reply",
@@ -250,13 +296,97 @@ def pack(examples, seq_len):
            edits={'    "packing": "trl.data_utils._pack_bfd",': '    "packing": "trl.data_utils.pack_dataset",'}),
 ]
 
+# Bugs the independent author planted in their own solution, each a single edit of it.
+INDEPENDENT_MUTANTS = [
+    Mutant('init_a_default_kaiming', LORA, rule='lora.init_a', base=INDEPENDENT,
+           note='calls kaiming_uniform_ without a=sqrt(5) (bound sqrt(6/in) instead of 1/sqrt(in))',
+           edits={'nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))': 'nn.init.kaiming_uniform_(self.lora_A)'}),
+    Mutant('indep_scaling_rslora', LORA, rule='lora.scaling', base=INDEPENDENT,
+           note="uses rsLoRA's alpha / sqrt(r)",
+           edits={'self.scaling = alpha / r': 'self.scaling = alpha / math.sqrt(r)'}),
+    Mutant('adapters_always_fp32', LORA, rule='lora.dtype', base=INDEPENDENT,
+           note="creates A and B in float32 whatever the base's dtype",
+           edits={'device, dtype = base.weight.device, base.weight.dtype': 'device, dtype = base.weight.device, torch.float32'}),
+    Mutant('indep_dropout_on_adapter_output', LORA, rule='lora.dropout_input', base=INDEPENDENT,
+           note="drops the low-rank update instead of the adapter's input",
+           edits={'update = self.lora_dropout(x.to(self.lora_A.dtype)) @ self.lora_A.T @ self.lora_B.T': 'update = self.lora_dropout(x.to(self.lora_A.dtype) @ self.lora_A.T @ self.lora_B.T)'}),
+    Mutant('functional_dropout_in_eval', LORA, rule='lora.dropout_eval', base=INDEPENDENT,
+           note='F.dropout(x, p) without training=self.training keeps dropping in eval mode',
+           edits={'update = self.lora_dropout(x.to(self.lora_A.dtype)) @': 'update = nn.functional.dropout(x.to(self.lora_A.dtype), getattr(self.lora_dropout, "p", 0.0)) @'}),
+    Mutant('merge_forgets_scaling', MERGING, rule='merge.weight', base=INDEPENDENT,
+           note='folds B A into W without the alpha / r factor',
+           edits={'delta = ((B @ A) * self.scaling).to(W.dtype)': 'delta = (B @ A).to(W.dtype)'}),
+    Mutant('indep_merge_in_place', MERGING, rule='merge.leaves_layer', base=INDEPENDENT,
+           note="adds the update into the base weight's storage (detach shares memory)",
+           edits={'weight = W.detach() + delta': 'weight = W.detach().add_(delta)'}),
+    Mutant('indep_all_linear_includes_head', ADAPTERS, rule='add_lora.all_linear', base=INDEPENDENT,
+           note='wraps every nn.Linear, lm_head included',
+           edits={'return module is not head': 'return True'}),
+    Mutant('names_suffix_without_dot', ADAPTERS, rule='add_lora.names', base=INDEPENDENT,
+           note='matches by plain suffix: "up_proj" also selects Phi-3\'s gate_up_proj',
+           edits={'name.endswith("." + t)': 'name.endswith(t)'}),
+    Mutant('no_match_only_printed', ADAPTERS, rule='add_lora.no_match', base=INDEPENDENT,
+           note='prints a message instead of raising when nothing matched',
+           edits={'        raise ValueError(f"target_modules': '        print(f"target_modules'}),
+    Mutant('count_tied_twice', ADAPTERS, rule='count.peft', base=INDEPENDENT,
+           note='counts a tied embedding/head weight twice',
+           edits={'for _, p in model.named_parameters():': 'for _, p in model.named_parameters(remove_duplicate=False):'}),
+    Mutant('labels_masked_by_pad_id', TEMPLATE, rule='tok.pad_token', base=INDEPENDENT,
+           note='also masks every label equal to the pad token id',
+           edits={'labels = [t if m else -100 for t, m in zip(input_ids, mask)]': 'labels = [t if m and t != tokenizer.pad_token_id else -100 for t, m in zip(input_ids, mask)]'}),
+    Mutant('labels_shifted_left', TEMPLATE, rule='tok.unshifted', base=INDEPENDENT,
+           note='shifts labels by one as if computing the loss here',
+           edits={'labels = [t if m else -100 for t, m in zip(input_ids, mask)]': 'labels = [t if m else -100 for t, m in zip(input_ids[1:], mask[1:])] + [-100]'}),
+    Mutant('truncate_keep_end', TEMPLATE, rule='tok.truncation', base=INDEPENDENT,
+           note='keeps the last max_length tokens',
+           edits={'input_ids[:max_length], attention_mask[:max_length], labels[:max_length]': 'input_ids[-max_length:], attention_mask[-max_length:], labels[-max_length:]'}),
+    Mutant('pack_labels_from_input_ids', PACKING, rule='pack.boundary', base=INDEPENDENT,
+           note="rebuilds labels from input_ids, losing the example's own -100 mask",
+           edits={'row["labels"] += [-100] + labels[1:]': 'row["labels"] += [-100] + ids[1:]'}),
+    Mutant('pack_next_fit', PACKING, rule='pack.dense', base=INDEPENDENT,
+           note='next-fit: only the last row is tried',
+           edits={'fitting = [row for row in rows if': 'fitting = [row for row in rows[-1:] if'}),
+    Mutant('pack_exact_fit_refused', PACKING, rule='pack.dense', base=INDEPENDENT,
+           note='off by one: a row may not be filled up to exactly seq_len',
+           edits={'seq_len - row[0] >= n': 'seq_len - row[0] > n'}),
+    Mutant('sft_default_learning_rate', TRL, rule='sft.settings', base=INDEPENDENT,
+           note="forgets learning_rate: trl's 2e-5 default",
+           edits={'        learning_rate=learning_rate,\n': ''}),
+    Mutant('sft_loss_on_whole_sequence', TRL, rule='sft.assistant_only', base=INDEPENDENT,
+           note='omits assistant_only_loss, so the loss covers system/user tokens too',
+           edits={'        assistant_only_loss=True,\n': ''}),
+    Mutant('sft_unseeded_adapters', TRL, rule='sft.seeded', base=INDEPENDENT,
+           note="relies on the trainer's seed, so lora_A is drawn from whatever RNG state",
+           edits={'    torch.manual_seed(seed)          # the adapters are drawn here, before the trainer seeds itself\n': ''}),
+    Mutant('gen_stops_at_eos_only', GENERATION, rule='gen.stop', base=INDEPENDENT,
+           note='passes eos_token_id=tokenizer.eos_token_id (</s>) only',
+           edits={'eos_token_id=stops,': 'eos_token_id=tokenizer.eos_token_id,'}),
+    Mutant('gen_keeps_special_tokens', GENERATION, rule='gen.decode', base=INDEPENDENT,
+           note='decodes with special tokens, so the reply ends in <|end|>',
+           edits={'skip_special_tokens=True)': 'skip_special_tokens=False)'}),
+    Mutant('gen_leaves_eval_mode', GENERATION, rule='gen.eval_mode', base=INDEPENDENT,
+           note='calls model.eval() and never restores training mode',
+           edits={'            m.training = training\n': '            pass\n'}),
+    Mutant('src_all_linear_names_caller', SOURCE, rule='src.own_code', base=INDEPENDENT,
+           note='names get_peft_model, which only delegates the all-linear expansion',
+           edits={'"peft.tuners.tuners_utils._maybe_include_all_linear_layers"': '"peft.mapping_func.get_peft_model"'}),
+]
+
+MUTANTS = COURSE_MUTANTS + INDEPENDENT_MUTANTS
+
 ALTERNATIVES = [
+    Independent(),
     Alternative("functional_linear", note="F.linear for both adapters, the scale folded into B",
                 edits={FORWARD: "        F = torch.nn.functional\n"
                                 "        return self.base(x) + F.linear(F.linear(self.dropout(x), self.lora_A), "
                                 "self.lora_B * self.scaling)\n"}),
     Alternative("merge_scaled_b_first", note="(scaling * B) @ A: the same weight, rounded differently",
                 edits={MERGE: "            merged.weight.copy_(base.weight + (self.scaling * self.lora_B) @ self.lora_A)\n"}),
+    Alternative("dropout_module_always", note="nn.Dropout(dropout) even at 0 (README: both accepted)",
+                edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
+                       "        self.dropout = nn.Dropout(dropout)\n"}),
+    Alternative("merge_shares_bias", note="the merged layer holds the base's own bias tensor (README: both accepted)",
+                edits={"                merged.bias.copy_(base.bias)\n": "                merged.bias = base.bias\n"}),
     Alternative("head_excluded_by_name", note="all-linear leaves out a module named lm_head",
                 edits={"        return [name for name in linears if model.get_submodule(name) is not head]\n":
                        '        return [name for name in linears if name.rsplit(".", 1)[-1] != "lm_head"]\n'}),
@@ -286,6 +416,8 @@ def tokenize_conversation(tokenizer, messages, max_length=None):
     Alternative("trainer_saves_the_adapter", note="trainer.save_model(out_dir): the adapter, plus the tokenizer and "
                 "the training arguments, all inside out_dir",
                 edits={SAVE: "    trainer.save_model(str(out_dir))\n"}),
+    Alternative("trainer_output_dir_is_out_dir", note="the trainer's output_dir is out_dir itself (nothing is saved there)",
+                edits={'        output_dir=str(out_dir / "trainer"),': '        output_dir=str(out_dir),'}),
     Alternative("greedy_loop_by_hand", note="argmax token by token, no generate()",
                 edits={GENERATE: """        ids = prompt["input_ids"]
         for _ in range(max_new_tokens):
