@@ -7,7 +7,6 @@ learner's file, the suites' artifacts)."""
 import csv
 import json
 import math
-import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from grader.reports.prairielearn import SIZE_LIMIT, prairielearn_results
 from grader.reports import report as score_report
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, write_report
 from grader.running import runner
-from grader.tasks import COURSE_ROOT, EXERCISES, SOLUTIONS, task_named
+from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope_results.schema.json").read_text())
 HOSTILE = 'got <script>alert("x")</script> & | pipe, colon: 100%\nsecond line'
