@@ -262,3 +262,36 @@ def test_a_probe_the_learners_code_replaced_is_the_learners_failure(tmp_path, ki
     finally:
         backend.close()
 
+
+def test_a_course_kept_in_tmp_is_read_only_in_the_sandbox(tmp_path_factory, monkeypatch):
+    """A course below /tmp (a CI clone, an unpacked Gradescope zip): the folders above the files
+    bound into the jail are not the jail's writable /tmp, so nothing can be planted beside them."""
+    if not sandbox.availability()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
+    course, scratch = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("scratch")
+    assert course.is_relative_to("/tmp")
+    probe_file = course / "tests" / "hidden" / "probes.py"
+    probe_file.parent.mkdir(parents=True)
+    probe_file.write_text("def observe(module):\n    return 1\n")
+    monkeypatch.setattr(sandbox, "COURSE_ROOT", course)
+    path = write_module(scratch, textwrap.dedent(f"""
+        def plant(name):
+            try:
+                with open({str(probe_file.parent)!r} + "/" + name, "w") as f:
+                    f.write("planted")
+            except OSError as exc:
+                return type(exc).__name__ + ": " + str(exc)
+            return "planted"
+        def write_scratch():
+            with open({str(scratch)!r} + "/note.txt", "w") as f:
+                f.write("ok")
+            return "written"
+    """))
+    spec = WorkerSpec(sandboxed=True, writable_dirs=(scratch,), probe_files=(probe_file,))
+    backend = BACKENDS["worker"](path, BackendContext(scratch, scratch / "log", spec))
+    try:
+        assert "Read-only file system" in call(backend, "plant", "__init__.py")
+        assert call(backend, "write_scratch") == "written"       # the folders meant to be written still are
+    finally:
+        backend.close()
+

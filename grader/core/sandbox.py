@@ -57,6 +57,7 @@ MODULE_DIR = "/submission"                # where the learner's module lies insi
 RUNTIME_DIR = "/grader-runtime"           # where the worker's side of `grader` lies inside the jail
 WORKER_SIDE = ("__init__.py", "core/__init__.py", "core/worker.py", "core/wire.py", "core/loading.py",
                "core/dispatch.py")
+_TMPFS_DIRS = (Path("/tmp"), Path("/dev/shm"))    # writable, memory-backed, private to each jail
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
 # Every worker runs offline, unbuffered and without writing bytecode into anything it imports.
@@ -348,6 +349,11 @@ class Jail:
             if device.exists():
                 args += ["--dev-bind", str(device), str(device)]
         args += ["--remount-ro", "/dev", "--remount-ro", "/proc"]
+        # A course kept below /tmp or /dev/shm would have the folders above its bound files made in
+        # the jail's writable tmpfs: a read-only tmpfs of its own holds them instead.
+        course_in_tmpfs = any(COURSE_ROOT.is_relative_to(d) for d in _TMPFS_DIRS)
+        if course_in_tmpfs:
+            args += ["--tmpfs", str(COURSE_ROOT)]
         for directory in _SYSTEM_DIRS:
             path = Path(directory)
             if path.is_symlink():
@@ -365,6 +371,8 @@ class Jail:
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
         if self.git_dir is not None:        # the submission's own history: its code may record its commit
             args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]
+        if course_in_tmpfs:
+            args += ["--remount-ro", str(COURSE_ROOT)]
         return args + ["--remount-ro", "/"]
 
 
