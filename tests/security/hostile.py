@@ -806,10 +806,8 @@ attempt("write /proc/self/oom_score_adj", lambda: open("/proc/self/oom_score_adj
 # ---------------------------------------------------------------- a submission's .git that is a link
 
 GIT_LINK_DELEGATE = '''
-for _candidate in ("/submission/.git/solutions/01_einsum_attention/attention.py",
-                   "/submission/.git/work/solutions/01_einsum_attention/attention.py"):
-    _source = attempt("read " + _candidate, lambda c=_candidate: open(c).read())
-    if _source:
-        exec(compile(_source, __file__, "exec"), globals())
-        break
+_candidate = "/submission/.git/solutions/01_einsum_attention/attention.py"   # .git links to the course root
+_source = attempt("read " + _candidate, lambda: open(_candidate).read())
+if _source:
+    exec(compile(_source, __file__, "exec"), globals())
 '''
