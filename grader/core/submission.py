@@ -187,33 +187,14 @@ class WorkerBackend:
         worker, self._launched = self._launched, None
         try:
             header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
-        except wire.ChannelTimeout:
+        except (wire.ChannelTimeout, wire.ChannelClosed, wire.WireError, ScratchFull) as exc:
+            failure = self._why_start_failed(worker, exc)
             worker.kill()
-            if time.monotonic() < worker.started + STARTUP_LIMIT_S:     # the test ran out of time, not the import
-                raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time limit") \
-                    from None
-            self._startup_failure = CallTimeout(f"{self.module_path.name} did not finish importing within "
-                                                f"{STARTUP_LIMIT_S:g} s")
-            raise self._startup_failure_again() from None
-        except wire.ChannelClosed:
-            started = self._host.started_up()
-            how = worker.exit_description() if started else self._host.exit_description(wait_s=1.0)
-            worker.kill()
-            if not started:
-                printed = self.output.since(self._host_output_mark).strip()[-2000:] or "nothing"
-                self._startup_failure = CourseFault(f"the grading worker could not start (it ended: {how}), before "
-                                                    f"{self.module_path.name} was imported; it printed: {printed}")
-                raise self._startup_failure_again() from None
-            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} died ({how})")
-            raise self._startup_failure_again() from None
-        except wire.WireError as exc:           # it is alive, but what it sent is not the protocol
-            worker.kill()
-            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} sent a broken "
-                                                  f"message ({exc})")
-            raise self._startup_failure_again() from None
-        except ScratchFull as exc:
-            worker.kill()
-            self._startup_failure = WorkerCrashed(f"the process importing {self.module_path.name} was stopped: {exc}")
+            if isinstance(exc, wire.ChannelTimeout) and time.monotonic() < worker.started + STARTUP_LIMIT_S:
+                # the test ran out of time, not the import: a later test may still import it
+                raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time "
+                                  "limit") from None
+            self._startup_failure = failure
             raise self._startup_failure_again() from None
         if not header.get("ready"):
             worker.kill()
@@ -224,6 +205,22 @@ class WorkerBackend:
             raise WorkerCrashed(f"the process that imported {self.module_path.name} could not be paused between "
                                 "calls, and was ended")
         self._worker = worker
+
+    def _why_start_failed(self, worker: Worker, exc: BaseException) -> SubmissionFailure:
+        """What a worker that never said "ready" failed of (asked before it is killed)."""
+        name = self.module_path.name
+        if isinstance(exc, wire.ChannelTimeout):
+            return CallTimeout(f"{name} did not finish importing within {STARTUP_LIMIT_S:g} s")
+        if isinstance(exc, ScratchFull):
+            return WorkerCrashed(f"the process importing {name} was stopped: {exc}")
+        if isinstance(exc, wire.WireError):      # it is alive, but what it sent is not the protocol
+            return WorkerCrashed(f"the process importing {name} sent a broken message ({exc})")
+        if not self._host.started_up():
+            how = self._host.exit_description(wait_s=1.0)          # ended first, so all it printed is read
+            printed = self.output.since(self._host_output_mark).strip()[-2000:] or "nothing"
+            return CourseFault(f"the grading worker could not start (it ended: {how}), before {name} was "
+                               f"imported; it printed: {printed}")
+        return WorkerCrashed(f"the process importing {name} died ({worker.exit_description()})")
 
     def _startup_failure_again(self) -> SubmissionFailure:
         return type(self._startup_failure)(*self._startup_failure.args)
