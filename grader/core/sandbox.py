@@ -201,20 +201,24 @@ class Cgroup:
         """Did the kernel kill a process of this cgroup for memory?"""
         for path in self.paths:
             for name in ("memory.events", "memory.oom_control"):
-                text = _read(path / name)
+                text = read_text(path / name)
                 if text and any(line.startswith("oom_kill ") and line.split()[1] != "0" for line in text.splitlines()):
                     return True
-            failcnt = _read(path / "memory.failcnt")
-            if failcnt and failcnt.strip() != "0" and _read(path / "memory.max_usage_in_bytes"):
+            failcnt = read_text(path / "memory.failcnt")
+            if failcnt and failcnt.strip() != "0" and read_text(path / "memory.max_usage_in_bytes"):
                 return True
         return False
+
+    def processes(self) -> list[int]:
+        """The pids in this cgroup (none where no cgroup could be made)."""
+        return _pids(self.paths[0]) if self.paths else []
 
     def kill_all(self, timeout_s: float = 5.0) -> None:
         """SIGKILL every process in the cgroup until none is left, then remove it."""
         deadline = time.monotonic() + timeout_s
         for path in self.paths:
             while time.monotonic() < deadline:
-                pids = [int(p) for p in (_read(path / "cgroup.procs") or "").split()]
+                pids = _pids(path)
                 if not pids:
                     break
                 for pid in pids:
@@ -227,6 +231,10 @@ class Cgroup:
         self.paths = []
 
 
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in (read_text(path / "cgroup.procs") or "").split()]
+
+
 _V2_PARENT = Path("/sys/fs/cgroup/grader")
 _V1_ROOT = Path("/sys/fs/cgroup")
 _CPU_PERIOD_US = 100_000
@@ -235,7 +243,7 @@ _CPU_PERIOD_US = 100_000
 @functools.cache
 def _cgroup_kind() -> str | None:
     if Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        controllers = _read(Path("/sys/fs/cgroup/cgroup.controllers")) or ""
+        controllers = read_text(Path("/sys/fs/cgroup/cgroup.controllers")) or ""
         if {"memory", "pids"} <= set(controllers.split()) and _try_mkdir(_V2_PARENT):
             for parent in (Path("/sys/fs/cgroup"), _V2_PARENT):
                 _write(parent / "cgroup.subtree_control", "+memory +pids")
@@ -288,7 +296,8 @@ def _write(path: Path, value) -> bool:
         return False
 
 
-def _read(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
+    """The file's text, or None where it cannot be read (a process or cgroup that is gone)."""
     try:
         return path.read_text()
     except OSError:

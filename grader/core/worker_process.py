@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits
+from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits, read_text
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
@@ -307,9 +307,7 @@ class WorkerHost:
     def _processes(self) -> list[int]:
         """The host's processes: its cgroup's, else the launched process and its descendants
         (in the sandbox, every process is one: orphans are adopted by the sandbox's init)."""
-        if self.cgroup.paths:
-            return [int(p) for p in (_read_text(self.cgroup.paths[0] / "cgroup.procs") or "").split()]
-        return _descendants_and_self(self.process.pid)
+        return self.cgroup.processes() if self.cgroup.paths else _descendants_and_self(self.process.pid)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -398,7 +396,7 @@ def _closes_within(fd: int, seconds: float) -> bool:
 
 
 def _state(pid: int) -> str | None:
-    text = _read_text(Path(f"/proc/{pid}/stat"))
+    text = read_text(Path(f"/proc/{pid}/stat"))
     return text[text.rindex(")") + 2] if text else None
 
 
@@ -409,13 +407,6 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
 def _descendants_and_self(root: int) -> list[int]:
     """`root` and every process below it, from the kernel's lists of each thread's children."""
     found, todo = [], [root]
@@ -423,7 +414,7 @@ def _descendants_and_self(root: int) -> list[int]:
         pid = todo.pop()
         found.append(pid)
         for children in Path(f"/proc/{pid}/task").glob("*/children"):
-            todo += [int(c) for c in (_read_text(children) or "").split()]
+            todo += [int(c) for c in (read_text(children) or "").split()]
     return found
 
 
