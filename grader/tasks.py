@@ -17,6 +17,10 @@ EXERCISES = COURSE_ROOT / "exercises"
 SOLUTIONS = COURSE_ROOT / "solutions"
 HIDDEN = COURSE_ROOT / "tests" / "hidden"
 DATASETS = COURSE_ROOT / "datasets"
+# Beside each hidden suite, what only `grader audit` reads: the mutants and alternatives
+# (near-references), the independent solution and the README rules. Grading never needs them,
+# and a machine where learner code runs should not hold them.
+AUDIT_ONLY = ("variants.py", "contracts.py", "independent")
 
 _TASK_DIR = re.compile(r"^\d\d_[a-z0-9_]+$")
 

@@ -6,8 +6,8 @@ packed arguments; the answer is a reply header plus blobs, exactly what would cr
     {"ok": true, "value": <packed result>}                   + result blobs
     {"ok": false, "stage": "call" | "result", "error": {...}}  (the learner's code raised, or
                                                                returned something that is not data)
-    {"ok": false, "stage": "probe", "error": {...}}           (the course's probe file did not load:
-                                                               a fault of the course, not the learner)
+    {"ok": false, "stage": "probe", "error": {...}}           (the course's probe did not load here;
+                                                               whose fault is the trusted side's call)
 
 This module runs on the worker's side of the sandbox: it imports nothing but `wire` and `loading`.
 """

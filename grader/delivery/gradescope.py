@@ -6,7 +6,7 @@
   `/autograder/results/results.json` (`grader.reports.gradescope`), the score report and an
   HTML page;
 - the course as the grader needs it: `grader/` (without this builder), the tasks' exercise
-  folders and hidden suites (without what only the audit reads), the data (`datasets/`'
+  folders and hidden suites (without what only the audit reads, `AUDIT_ONLY`), the data (`datasets/`'
   artifacts and manifest), `pyproject.toml` and `constraints.txt`. Never `solutions/`.
 
 The zip is deterministic: the same course gives the same bytes, so a rebuilt autograder is
@@ -20,13 +20,9 @@ from pathlib import Path
 
 from grader.delivery.template import TEMPLATES, fill
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
-from grader.tasks import COURSE_ROOT, DATASETS, Task
+from grader.tasks import AUDIT_ONLY, COURSE_ROOT, DATASETS, HIDDEN, Task
 
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
-# Beside each hidden suite, what only `grader audit` reads: the mutants and alternative
-# solutions (near-references) and the README rules. Grading never needs them, and a machine
-# where learner code runs unsandboxed should not hold them.
-AUDIT_ONLY = {"variants.py", "contracts.py"}
 _EXECUTABLE = 0o100755 << 16
 _FILE = 0o100644 << 16
 _EPOCH = (1980, 1, 1, 0, 0, 0)       # the earliest time a zip can hold: no build time in the bytes
@@ -72,11 +68,17 @@ def _course_files(tasks: list[Task]) -> list[Path]:
     files = [path for root in roots for path in root.rglob("*") if path.is_file()]
     files = [path for path in files if not (set(path.relative_to(COURSE_ROOT).parts) & _SKIPPED_PARTS)
              and path.suffix != ".pyc" and not path.is_relative_to(COURSE_ROOT / "grader" / "delivery")
-             and not (path.name in AUDIT_ONLY and path.is_relative_to(COURSE_ROOT / "tests"))]
+             and not _audit_only(path)]
     data = [path for path in DATASETS.rglob("*") if path.is_file() and path.parent != DATASETS
             and not set(path.relative_to(DATASETS).parts) & _SKIPPED_PARTS]
     files += [*data, DATASETS / "MANIFEST.json", COURSE_ROOT / "pyproject.toml", COURSE_ROOT / "constraints.txt"]
     return sorted(set(files))
+
+
+def _audit_only(path: Path) -> bool:
+    """A file that only `grader audit` reads: an `AUDIT_ONLY` entry beside a hidden suite."""
+    parts = path.relative_to(HIDDEN).parts if path.is_relative_to(HIDDEN) else ()
+    return len(parts) > 1 and parts[1] in AUDIT_ONLY
 
 
 def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
