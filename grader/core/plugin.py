@@ -169,8 +169,10 @@ class GradingSession:
 
     def _module_info(self, task: Task) -> ModuleInfo:
         path = locate_module(self.impl, task)
-        try:
-            data = read_module(self.impl, path)
+        backend = self._backends.get(task.name)
+        try:      # the bytes the worker was given, where it was: what the digest names is what ran
+            data = backend.module_bytes if backend is not None and backend.module_bytes is not None \
+                else read_module(self.impl, path)
         except StudentImportError as exc:
             return ModuleInfo(str(path), path.exists(), None, [f"not graded: {exc}"])
         digest = intake.sha256(data)

@@ -80,6 +80,7 @@ class InProcessBackend:
 
     def __init__(self, module_path: Path, context: BackendContext | None = None):   # needs no context
         self.module_path = Path(module_path)
+        self.module_bytes = None        # the import reads the file itself
         self._module = None
         self._raised: list[BaseException] = []
 
@@ -135,7 +136,7 @@ class WorkerBackend:
         self._host_output_mark = 0
         self._worker: Worker | None = None
         self._launched: Worker | None = None     # asked for, not yet known to be ready
-        self._module_bytes: bytes | None = None
+        self.module_bytes: bytes | None = None      # what is graded, read once (`intake.read_module`)
         self._import_error: str | None = None
         self._startup_failure: SubmissionFailure | None = None   # an import that killed or stalled its worker
         self.startup_seconds: list[float] = []
@@ -144,9 +145,9 @@ class WorkerBackend:
         """Ask for a worker without waiting for it, so its start overlaps what the tests do next."""
         if self._worker is not None or self._launched is not None or self._import_error or self._startup_failure:
             return
-        if self._module_bytes is None:
+        if self.module_bytes is None:
             try:
-                self._module_bytes = read_module(self.context.submission_root, self.module_path)
+                self.module_bytes = read_module(self.context.submission_root, self.module_path)
             except StudentImportError as exc:
                 self._import_error = str(exc)
                 return
@@ -155,7 +156,7 @@ class WorkerBackend:
             self._host = None
         if self._host is None:
             self._host_output_mark = self.output.mark()
-            self._host = WorkerHost(self.module_path, self._module_bytes, self.context.spec, self.output,
+            self._host = WorkerHost(self.module_path, self.module_bytes, self.context.spec, self.output,
                                     git_dir=self._submission_git_dir())
         self._launched = self._host.spawn()
 
