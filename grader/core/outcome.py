@@ -65,10 +65,12 @@ def _assertion_message(exc: AssertionError, hidden: bool) -> str:
     return text.strip()
 
 
-def with_concept(feedback: str, concept: str | None) -> str:
-    """Feedback ends by sending the learner to the README section of the test's concept,
-    unless it already points there (a stub's NotImplementedError does)."""
-    if concept and "README" not in feedback:
+def with_concept(feedback: str, concept: str | None, status: str) -> str:
+    """The feedback of a lost test ends by sending the learner to the README section of its
+    concept, unless it already points there (a stub's NotImplementedError does). A skipped test
+    or an error (the test could not run: a module that does not import, a broken set-up) has
+    no section to reread."""
+    if concept and status not in ("skipped", "error") and "README" not in feedback:
         feedback = f"{feedback}\nReread: README section \"{concept}\"."
     return truncate(feedback, FEEDBACK_LIMIT)
 

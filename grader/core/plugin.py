@@ -133,8 +133,7 @@ class GradingSession:
             result.status, result.graded = status, graded
             if excinfo is not None and getattr(excinfo.value, "concept", None):
                 result.concept = excinfo.value.concept    # a test of several concepts names the broken one
-            learners_part = status not in ("skipped", "error")       # an error is the course's, not a misread
-            result.feedback = with_concept(feedback, result.concept) if learners_part else feedback
+            result.feedback = with_concept(feedback, result.concept, status)
             if when == "call" and status != "skipped":
                 result.location = _learner_location(item, excinfo)
         if when == "call":

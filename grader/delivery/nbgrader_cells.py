@@ -273,7 +273,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
             if isinstance(exc, NameError):  # the test's own code: learner code's errors come wrapped
                 feedback += "\n(Run the cell of the visible tests' helpers first.)"
             result.concept = getattr(exc, "concept", None) or result.concept
-            result.feedback = with_concept(feedback, result.concept)
+            result.feedback = with_concept(feedback, result.concept, result.status)
     result.duration_s = round(time.perf_counter() - start, 3)
     result.output = tail(printed.text)
     return result
