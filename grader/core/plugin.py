@@ -78,6 +78,7 @@ class GradingSession:
         self.results: dict[str, TestResult] = {}
         self.tasks: dict[str, Task] = {}
         self.problems: list[str] = []
+        self._course_faults: set[str] = set()      # each recorded once, not once per test it failed
         self.stopped_early: str | None = None
         self._backends: dict[str, object] = {}
         self._logs = config.getoption("worker_logs")
@@ -126,7 +127,8 @@ class GradingSession:
         outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden",
                                 broken=submission.failure if isinstance(submission, Submission) else None)
         if excinfo is not None and isinstance(excinfo.value, CourseFault):
-            if not any(p.endswith(f": {excinfo.value}") for p in self.problems):   # once, not once per test
+            if str(excinfo.value) not in self._course_faults:
+                self._course_faults.add(str(excinfo.value))
                 self.problems.append(f"{item.nodeid}: {excinfo.value}")
         if outcome is not None and result.status == "passed":
             status, feedback, graded = outcome
