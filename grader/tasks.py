@@ -18,9 +18,10 @@ SOLUTIONS = COURSE_ROOT / "solutions"
 HIDDEN = COURSE_ROOT / "tests" / "hidden"
 DATASETS = COURSE_ROOT / "datasets"
 # Beside each hidden suite, what only `grader audit` reads: the mutants and alternatives
-# (near-references), the independent solution and the README rules. Grading never needs them,
+# (near-references), the README rules and the independent solution. Grading never needs them,
 # and a machine where learner code runs should not hold them.
-AUDIT_ONLY = ("variants.py", "contracts.py", "independent")
+VARIANTS, CONTRACTS, INDEPENDENT_DIR = "variants.py", "contracts.py", "independent"
+AUDIT_ONLY = (VARIANTS, CONTRACTS, INDEPENDENT_DIR)
 
 _TASK_DIR = re.compile(r"^\d\d_[a-z0-9_]+$")
 
@@ -38,6 +39,18 @@ class Task:
     @property
     def hidden_dir(self) -> Path:
         return HIDDEN / self.name
+
+    @property
+    def variants_file(self) -> Path:
+        return self.hidden_dir / VARIANTS
+
+    @property
+    def contracts_file(self) -> Path:
+        return self.hidden_dir / CONTRACTS
+
+    @property
+    def independent_module(self) -> Path:
+        return self.hidden_dir / INDEPENDENT_DIR / f"{self.module}.py"
 
     @property
     def readme(self) -> Path:

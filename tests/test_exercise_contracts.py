@@ -10,7 +10,7 @@ import pytest
 from grader.core.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
 from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
-from grader.running.variants import INDEPENDENT, base_source, independent_path, variants_of
+from grader.running.variants import INDEPENDENT, base_source, variants_of
 
 TASKS = all_tasks()
 IDS = [t.name for t in TASKS]
@@ -141,6 +141,6 @@ def test_an_independent_solution_comes_with_its_own_bugs(task):
     """Each suite keeps a solution written from the learner's view alone, as an alternative, and at
     least eight bugs planted in it, as mutants."""
     independent = [v for v in variants_of(task) if v.base == INDEPENDENT]
-    assert independent_path(task).is_file(), f"no {independent_path(task).relative_to(task.hidden_dir.parent)}"
+    assert task.independent_module.is_file(), f"no {task.independent_module.relative_to(task.hidden_dir.parent)}"
     assert sum(v.kind == "alternative" for v in independent) >= 1
     assert sum(v.kind == "mutant" for v in independent) >= 8

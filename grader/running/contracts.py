@@ -34,7 +34,7 @@ class Rule:
 
 def rules_of(task: Task) -> list[Rule]:
     """The rules listed beside the task's hidden suite (none before the list exists)."""
-    path = task.hidden_dir / "contracts.py"
+    path = task.contracts_file
     return list(load_module(path).RULES) if path.is_file() else []
 
 

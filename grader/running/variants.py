@@ -99,7 +99,7 @@ def _replace_function(source: str, name: str, replacement: str, variant: str) ->
 
 def variants_of(task: Task) -> list[Variant]:
     """The mutants and alternatives declared beside the task's hidden suite."""
-    path = task.hidden_dir / "variants.py"
+    path = task.variants_file
     if not path.is_file():
         return []
     module = load_module(path)
@@ -110,15 +110,11 @@ def reference_source(task: Task) -> str:
     return (SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8")
 
 
-def independent_path(task: Task) -> Path:
-    return task.hidden_dir / "independent" / f"{task.module}.py"
-
-
 def base_source(task: Task, base: str) -> str:
     if base == REFERENCE:
         return reference_source(task)
     if base == INDEPENDENT:
-        return independent_path(task).read_text(encoding="utf-8")
+        return task.independent_module.read_text(encoding="utf-8")
     raise VariantError(f"unknown base {base!r}")
 
 
