@@ -69,12 +69,12 @@ def write_module(tmp_path, source, name="learner.py"):
     return path
 
 
-def make_backend(kind, path, tmp_path):
+def make_backend(kind, path, tmp_path, probe_files=()):
     """A backend of `kind`: in-process, a worker, or a sandboxed worker (skipped where no sandbox
     can be made)."""
     if kind == "sandbox" and not sandbox.availability()[0]:
         pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
-    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,))
+    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,), probe_files=tuple(probe_files))
     context = BackendContext(tmp_path, tmp_path / f"{kind}.log", spec)
     return BACKENDS["inprocess" if kind == "inprocess" else "worker"](path, context)
 
@@ -229,10 +229,7 @@ def test_a_probe_that_cannot_load_beside_learner_code_is_a_course_fault(tmp_path
                           "def observe(module):\n    return 1\n")
     probes = load_module(probe_file)
     path = write_module(tmp_path, LEARNER)
-    if kind == "sandbox" and not sandbox.availability()[0]:
-        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
-    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,), probe_files=(probe_file,))
-    backend = BACKENDS["worker"](path, BackendContext(tmp_path, tmp_path / "log", spec))
+    backend = make_backend(kind, path, tmp_path, probe_files=[probe_file])
     try:
         with pytest.raises(CourseFault, match="needs something the worker lacks"):
             Submission(backend, time.monotonic() + 20).probe(probes.observe)
@@ -254,10 +251,7 @@ def test_a_probe_the_learners_code_replaced_is_the_learners_failure(tmp_path, ki
         sys.modules[module_name_for({str(probe_file)!r})] = types.ModuleType("probes")
     """)
     path = write_module(tmp_path, planted)
-    if kind == "sandbox" and not sandbox.availability()[0]:
-        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
-    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,), probe_files=(probe_file,))
-    backend = BACKENDS["worker"](path, BackendContext(tmp_path, tmp_path / "log", spec))
+    backend = make_backend(kind, path, tmp_path, probe_files=[probe_file])
     try:
         with pytest.raises(StudentError, match="replaced or broke what it needs") as raised:
             Submission(backend, time.monotonic() + 20).probe(probes.observe)
