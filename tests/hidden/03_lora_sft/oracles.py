@@ -3,7 +3,6 @@ chose: peft's LoRA layers and get_peft_model, transformers' chat template and ge
 dataset preparation, pack_dataset and padding-free collator. Loaded with `sibling_module`, so the
 caches below live as long as the process (a grading pool reuses its processes)."""
 import copy
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -212,8 +211,8 @@ def load_model(adapter_dir=None, merge=False):
 
 
 def seeded_lora_A(r, alpha, dropout, seed):
-    """sha256 digests (sorted) of the lora_A matrices get_peft_model draws for the tiny Llama right
-    after torch.manual_seed(seed): what a run seeded before get_peft_model starts from (loading the
+    """The lora_A matrices get_peft_model draws for the tiny Llama right after
+    torch.manual_seed(seed): what a run seeded before get_peft_model starts from (loading the
     model draws nothing, so seeding before or after loading gives the same)."""
     from peft import LoraConfig, get_peft_model
 
@@ -226,8 +225,7 @@ def seeded_lora_A(r, alpha, dropout, seed):
                                                      target_modules="all-linear", task_type="CAUSAL_LM"))
     finally:
         torch.random.set_rng_state(state)
-    return sorted(hashlib.sha256(p.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-                  for name, p in model.named_parameters() if "lora_A" in name)
+    return [p.detach() for name, p in model.named_parameters() if "lora_A" in name]
 
 
 def greedy_replies(model, conversations, max_new_tokens=8):

@@ -185,7 +185,7 @@ def tokenize(module, tokenizer_dir, conversations, max_length=None, pad_token=No
 
 # ---------------------------------------------------------------- the SFT run, watched
 
-def _sha256(tensor):
+def sha256_of(tensor):
     return hashlib.sha256(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
@@ -210,7 +210,7 @@ def _watching_trainer(batches, keep_batches, captured):
         original_init(self, *args, **kwargs)
         captured["trainer"] = self
         # The adapters as drawn, before any step: the trainer seeds itself only now, after they were.
-        captured["lora_A_at_start"] = sorted(_sha256(p) for name, p in self.model.named_parameters() if "lora_A" in name)
+        captured["lora_A_at_start"] = sorted(sha256_of(p) for name, p in self.model.named_parameters() if "lora_A" in name)
         # Mixed precision wraps the model's forward (accelerate), not compute_loss: look from inside.
         first_linear = next((m for m in self.model.modules() if isinstance(m, nn.Linear)), None)
         if first_linear is not None:
@@ -287,7 +287,7 @@ def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batc
     seen["model"] = {
         "dtypes": sorted({str(p.dtype) for p in parameters.values()}),
         "trainable": sorted(name for name, p in parameters.items() if p.requires_grad),
-        "base_sha256": {_original_name(name): _sha256(p) for name, p in parameters.items() if "lora_" not in name},
+        "base_sha256": {_original_name(name): sha256_of(p) for name, p in parameters.items() if "lora_" not in name},
         "base_dtypes": {_original_name(name): str(p.dtype).removeprefix("torch.")
                         for name, p in parameters.items() if "lora_" not in name},
         "checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),

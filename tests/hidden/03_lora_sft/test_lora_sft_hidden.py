@@ -669,7 +669,7 @@ def _train_file(tmp_path, n):
 def _base_sha256(dtypes):
     """The checkpoint's weights hashed in the dtype the run holds them in (bf16 on CUDA)."""
     weights = load_file(str(DATASETS / "tiny_llama" / "model.safetensors"))
-    return {name: probes._sha256(tensor.to(getattr(torch, dtypes.get(name, "float32"))))
+    return {name: probes.sha256_of(tensor.to(getattr(torch, dtypes.get(name, "float32"))))
             for name, tensor in weights.items()}
 
 
@@ -723,7 +723,8 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     assert model["dtypes"] == want_dtypes, \
         f"the model trained in {model['dtypes']}: " + ("a bf16 base on CUDA" if cuda else "float32 on a CPU")
     assert not model["checkpointing"], "gradient checkpointing is on: SFTConfig(activation_checkpointing=False)"
-    assert model["lora_A_at_start"] == oracles.seeded_lora_A(4, 12, 0.1, kwargs["seed"]), (
+    seeded = sorted(map(probes.sha256_of, oracles.seeded_lora_A(4, 12, 0.1, kwargs["seed"])))
+    assert model["lora_A_at_start"] == seeded, (
         "the trainer received adapters other than those get_peft_model draws after torch.manual_seed(seed): seed "
         "torch with seed before get_peft_model (the trainer seeds itself only later), so that a run is reproducible")
     assert model["autocast_in_training"] == cuda, (
