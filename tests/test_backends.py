@@ -164,6 +164,39 @@ def test_worker_hang_times_out_then_restarts(tmp_path, kind):
         backend.close()
 
 
+HELD_SPAWN = """
+def spawn_held_child(folder):
+    fifo = os.path.join(folder, "fifo")
+    os.mkfifo(fifo)
+    pid = os.fork()
+    if pid == 0:          # its spawned child opens, before its exec, a FIFO that no one writes
+        os.posix_spawn("/bin/true", ["true"], {}, file_actions=[(os.POSIX_SPAWN_OPEN, 0, fifo, os.O_RDONLY, 0)])
+        os._exit(0)
+    for _ in range(500):
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "D":
+                return "held"
+        time.sleep(0.01)
+    return "never held"
+"""
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_a_child_held_before_its_exec_does_not_keep_the_worker_from_pausing(tmp_path, kind):
+    """Between calls every process of the worker is stopped. A process spawning a child (vfork,
+    posix_spawn) waits in the kernel until that child execs: with the child stopped before its
+    exec, the parent never reaches the stopped state, yet cannot run either. Taking it for a
+    process that refuses to stop killed the worker after each call."""
+    backend = make_backend(kind, write_module(tmp_path, LEARNER + HELD_SPAWN), tmp_path)
+    try:
+        assert call(backend, "spawn_held_child", str(tmp_path)) == "held"
+        for n in range(3):
+            assert call(backend, "double", n) == 2 * n
+        assert len(backend.startup_seconds) == 1, "the worker was replaced: it could not be paused"
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize("kind", WORKERS)
 def test_worker_output_goes_to_the_log_not_the_protocol(tmp_path, kind):
     backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)

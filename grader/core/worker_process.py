@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import platform
 import select
 import shutil
 import signal
@@ -36,6 +37,9 @@ LOG_BYTES = 1 << 20            # what is kept on disk of it
 PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes milliseconds; past this, kill it
 SCRATCH_ENTRIES = 100_000      # files and folders a worker may keep in its scratch folders
 _STOPPED = ("T", "t", "Z", "X")   # stopped, traced and stopped, zombie, dead
+# The system calls that create a process (fork, vfork, clone, clone3), by architecture: a parent
+# blocked in one of them with its child stopped waits for that child (vfork) and cannot stop itself.
+_FORK_SYSCALLS = {"x86_64": {57, 58, 56, 435}, "aarch64": {220, 435}}.get(platform.machine(), set())
 
 
 @dataclass(frozen=True)
@@ -291,7 +295,7 @@ class WorkerHost:
         then killed)."""
         deadline = time.monotonic() + PAUSE_LIMIT_S
         while time.monotonic() < deadline:
-            running = [pid for pid in self._processes() if _state(pid) not in _STOPPED]
+            running = [pid for pid in self._processes() if not _paused(pid)]
             if not running:
                 return True
             for pid in running:
@@ -400,6 +404,39 @@ def _state(pid: int) -> str | None:
     return text[text.rindex(")") + 2] if text else None
 
 
+def _paused(pid: int) -> bool:
+    """Stopped, or unable to run before it stops: blocked in the system call that creates a child
+    (fork, vfork, posix_spawn), with our SIGSTOP pending and its children stopped. A vfork parent
+    waits there until its child execs or exits, so with the child stopped first it never reaches
+    the stopped state itself; it leaves the call only when `resume` continues the child, and then
+    stops before running anything (a fork not yet complete is undone by the pending signal)."""
+    state = _state(pid)
+    if state in _STOPPED:
+        return True
+    if state != "D" or _syscall(pid) not in _FORK_SYSCALLS or not _stop_pending(pid):
+        return False
+    children = _children(pid)
+    return bool(children) and all(_state(child) in _STOPPED for child in children)
+
+
+def _stop_pending(pid: int) -> bool:
+    for line in (read_text(Path(f"/proc/{pid}/status")) or "").splitlines():
+        if line.startswith("ShdPnd:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGSTOP - 1)))
+    return False
+
+
+def _syscall(pid: int) -> int | None:
+    """The system call `pid` is blocked in (None where the kernel does not say)."""
+    fields = (read_text(Path(f"/proc/{pid}/syscall")) or "").split()
+    return int(fields[0]) if fields and fields[0].lstrip("-").isdigit() else None
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for children in Path(f"/proc/{pid}/task").glob("*/children")
+            for c in (read_text(children) or "").split()]
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -413,8 +450,7 @@ def _descendants_and_self(root: int) -> list[int]:
     while todo:
         pid = todo.pop()
         found.append(pid)
-        for children in Path(f"/proc/{pid}/task").glob("*/children"):
-            todo += [int(c) for c in (read_text(children) or "").split()]
+        todo += _children(pid)
     return found
 
 
