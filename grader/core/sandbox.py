@@ -325,9 +325,13 @@ class Jail:
         self.cgroup = Cgroup(self.private.name, limits)
 
     def command(self, argv: list[str]) -> list[str]:
-        """`argv` (the worker's command line) wrapped in the jail."""
+        """`argv` (the worker's command line) wrapped in the jail. `argv` is the jail's first
+        process (`--as-pid-1`): nothing inside runs bwrap's own init, which is started from the
+        host's copy of bwrap, so that /proc's link to its executable would lead a learner to a
+        file on a writable mount of the host (a chmod 000 there disables the sandbox for every
+        later grading). What does run inside was started through the read-only binds."""
         bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
-                 "--gid", str(SANDBOX_UID), "--hostname", "grader", "--die-with-parent", "--new-session",
+                 "--gid", str(SANDBOX_UID), "--hostname", "grader", "--as-pid-1", "--die-with-parent", "--new-session",
                  "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
                  *argv]
         return self.cgroup.wrap(bwrap)

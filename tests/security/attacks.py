@@ -476,8 +476,9 @@ ATTACKS = [
            check=all_of(as_stub, refused_everything)),
     # writes
     Attack("write_course", "writes, truncates, renames, deletes course files; plants files in the course and "
-           "site-packages; chmods, touches and opens for writing its own interpreter and libraries (through /proc/self "
-           "too)", module=after_import(h.WRITE_COURSE), check=all_of(as_stub, refused_everything)),
+           "site-packages; chmods, touches and opens for writing the executable and libraries of every process it "
+           "sees, by path and through /proc", module=after_import(h.WRITE_COURSE),
+           check=all_of(as_stub, refused_everything)),
     Attack("plant_pyc", "plants .pyc files in the grader's, the hidden suite's and numpy's __pycache__",
            module=after_import(h.PLANT_PYC), check=all_of(as_stub, _refused("plant"))),
     Attack("git_tricks", "git update-index --assume-unchanged, core.fsmonitor, hooks in the course's .git",

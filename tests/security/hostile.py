@@ -344,22 +344,32 @@ for folder in (course, course + "/grader", course + "/grader/core", course + "/t
 attempt("plant sitecustomize.py", lambda: open(site_packages + "/sitecustomize.py", "w").write("import os\\n"))
 attempt("plant a .pth file", lambda: open(site_packages + "/zz_learner.pth", "w").write("import os\\n"))
 attempt("create a folder in the course", lambda: _os.mkdir(course + "/learner_was_here"))
-# The interpreter and the libraries this process runs, reached through the links /proc gives its
-# own process (which lead to each file where it was opened, on whatever mount that is). Each try
-# would leave the file as it is: it asks for the permission, it changes nothing.
+# The executables and libraries the jail's processes run (its own, and those of every process it
+# can see, such as the jail's first one), by path and through the links /proc gives to each, which
+# lead to the file where it was opened, on whatever mount that is. Each try would leave the file
+# as it is: it asks for the permission, it changes nothing.
 def unchanged_mode(path):
     return lambda: _os.chmod(path, _os.stat(path).st_mode & 0o7777)
 def unchanged_times(path):
     return lambda: _os.utime(path, ns=(_os.stat(path).st_atime_ns, _os.stat(path).st_mtime_ns))
 def opened_for_writing(path):
     return lambda: _os.close(_os.open(path, _os.O_WRONLY))
-library_maps = {}          # the first range each shared library is mapped at
-for fields in map(str.split, open("/proc/self/maps")):
-    if len(fields) == 6 and ".so" in fields[5]:
-        library_maps.setdefault(fields[5], fields[0])
-libraries = sorted(library_maps)[:3]
-for path in ["/proc/self/exe", _os.path.realpath(_sys.executable), *libraries,
-             *("/proc/self/map_files/" + library_maps[library] for library in libraries)]:
+def mapped_libraries(pid):
+    """The first three shared libraries `pid` maps, each with the first range it is mapped at."""
+    first = {}
+    try:
+        for fields in map(str.split, open("/proc/%s/maps" % pid)):
+            if len(fields) == 6 and ".so" in fields[5]:
+                first.setdefault(fields[5], fields[0])
+    except OSError:
+        pass
+    return sorted(first.items())[:3]
+targets = [_os.path.realpath(_sys.executable)]
+for pid in sorted(p for p in _os.listdir("/proc") if p.isdigit()):
+    libraries = mapped_libraries(pid)
+    targets += ["/proc/%s/exe" % pid] + [path for path, _ in libraries]
+    targets += ["/proc/%s/map_files/%s" % (pid, first_range) for _, first_range in libraries]
+for path in dict.fromkeys(targets):
     attempt("chmod " + path, unchanged_mode(path))
     attempt("touch " + path, unchanged_times(path))
     attempt("open for writing " + path, opened_for_writing(path))
