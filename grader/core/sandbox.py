@@ -17,7 +17,8 @@ The file system it sees is built from nothing:
 - pytest's temporary directories of this grading (`tmp_path`), read-write, at the same paths, so
   that files a function writes or reads cross as paths;
 - a private `/tmp` and `/dev/shm` (memory-backed, each capped), and its own `/proc` and `/dev`,
-  read-only like everything else it is not meant to write.
+  read-only like everything else it is not meant to write; under a grader run by root, with
+  device nodes of its own (`_device_copies`).
 
 Never the course root, `tests/`, `solutions/`, `.git`, the reports or any parent process.
 
@@ -42,6 +43,7 @@ import functools
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,7 @@ RUNTIME_DIR = "/grader-runtime"           # where the worker's side of `grader` 
 WORKER_SIDE = ("__init__.py", "core/__init__.py", "core/worker.py", "core/wire.py", "core/loading.py",
                "core/dispatch.py")
 _TMPFS_DIRS = (Path("/tmp"), Path("/dev/shm"))    # writable, memory-backed, private to each jail
+DEVICE_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")  # bwrap --dev's
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
 # Every worker runs offline, unbuffered and without writing bytecode into anything it imports.
@@ -322,6 +325,7 @@ class Jail:
         self.probe_files = [Path(p) for p in probe_files]
         self.writable_dirs = [Path(d) for d in writable_dirs]
         self.git_dir = git_dir
+        self.device_copies = _device_copies(self.private / "dev")
         self.cgroup = Cgroup(self.private.name, limits)
 
     def command(self, argv: list[str]) -> list[str]:
@@ -358,6 +362,8 @@ class Jail:
         size = str(self.limits.tmp_mb << 20)
         args = ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
                 "--size", size, "--tmpfs", "/dev/shm"]
+        for node, copy in self.device_copies.items():
+            args += ["--dev-bind", str(copy), node]
         for device in sorted(Path("/dev").glob("nvidia*")) + [Path("/dev/dri")]:
             if device.exists():
                 args += ["--dev-bind", str(device), str(device)]
@@ -387,6 +393,29 @@ class Jail:
         if course_in_tmpfs:
             args += ["--remount-ro", str(COURSE_ROOT)]
         return args + ["--remount-ro", "/"]
+
+
+def _device_copies(folder: Path) -> dict[str, Path]:
+    """bwrap's `--dev` binds the host's own device nodes (`DEVICE_NODES`) into the jail, and a
+    grader run by root maps the sandbox's user to their owner: through them learner code could
+    chmod or touch the host's /dev/null (a read-only bind cannot help: bwrap makes it nodev too).
+    Where this process may make device nodes (root), on a file system that allows them, each jail
+    gets nodes of its own for the same devices, bound over bwrap's: what is done to them ends with
+    the jail. Elsewhere the host's nodes belong to root, which the sandbox's user is not."""
+    if os.geteuid() != 0 or os.statvfs(folder.parent).f_flag & os.ST_NODEV:
+        return {}
+    folder.mkdir()
+    copies = {}
+    for node in DEVICE_NODES:
+        try:
+            info = os.stat(node)
+            copy = folder / Path(node).name
+            os.mknod(copy, stat.S_IFCHR | 0o600, info.st_rdev)
+            os.chmod(copy, stat.S_IMODE(info.st_mode))
+        except OSError:
+            continue                # not on this host, or not a device node: bwrap's own stands
+        copies[node] = copy
+    return copies
 
 
 def _ro_binds(paths) -> list[str]:

@@ -192,12 +192,17 @@ class WorkerHost:
             command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload, spec.probe_files))
             self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
             cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
+        # Its input is an empty pipe, not /dev/null: a file this process opened would be the
+        # host's, reachable (chmod, touch) through /proc/<pid>/fd from inside the sandbox.
+        empty_r, empty_w = os.pipe()
+        os.close(empty_w)
         try:
-            self.process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            self.process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=empty_r,
                                             stdout=out_w, stderr=out_w, cwd=cwd, env=env, start_new_session=True)
         finally:
             theirs.close()
             os.close(out_w)
+            os.close(empty_r)
         output.attach(out_r)
         self.control = ours
         self.started = time.monotonic()

@@ -162,6 +162,12 @@ def some_feedback_says(graded: Graded, phrase: str, status: str | None = None) -
         "; ".join(f"{t.status}: {t.feedback[:120]!r}" for t in graded.tests[:6])
 
 
+def _attempted(what: str):
+    def check(graded: Graded) -> None:
+        assert any(seen == what for seen, _ in graded.observed), f"{graded.name}: the attack never tried {what!r}"
+    return check
+
+
 def all_of(*checks):
     def check(graded: Graded) -> None:
         for one in checks:
@@ -479,6 +485,9 @@ ATTACKS = [
            "site-packages; chmods, touches and opens for writing the executable and libraries of every process it "
            "sees, by path and through /proc", module=after_import(h.WRITE_COURSE),
            check=all_of(as_stub, refused_everything)),
+    Attack("device_nodes", "chmods and touches every device node in /dev and every file its processes hold open "
+           "(/proc/<pid>/fd), keeping mode and times: the host's must not notice (test_host_devices_are_unchanged)",
+           module=after_import(h.DEVICE_NODES), check=all_of(as_stub, _attempted("chmod and touch /dev/null"))),
     Attack("plant_pyc", "plants .pyc files in the grader's, the hidden suite's and numpy's __pycache__",
            module=after_import(h.PLANT_PYC), check=all_of(as_stub, _refused("plant"))),
     Attack("git_tricks", "git update-index --assume-unchanged, core.fsmonitor, hooks in the course's .git",

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core import sandbox
+
 PR_SET_CHILD_SUBREAPER = 36
 SAMPLE_EVERY_S = 0.1
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -53,6 +55,19 @@ def fingerprint(root: Path, extra_dirs: tuple[Path, ...] = ()) -> dict[str, tupl
                 else:
                     entries[key] = ("other", info.st_mode)
             dirs[:] = [d for d in dirs if not (folder_path / d).is_symlink()]
+    return entries
+
+
+def device_fingerprint() -> dict[str, tuple]:
+    """The host's device nodes that the sandbox gives its jails: mode, times and ctime (which
+    even a chmod or touch to the same values changes)."""
+    entries = {}
+    for node in sandbox.DEVICE_NODES:
+        try:
+            info = os.stat(node)
+        except OSError:
+            continue
+        entries[node] = ("device", info.st_mode, info.st_mtime_ns, info.st_ctime_ns)
     return entries
 
 

@@ -37,6 +37,7 @@ class Batch:
     graded: dict = field(default_factory=dict)          # submission -> attacks.Graded
     summary: dict = field(default_factory=dict)          # submission's path -> its row of summary.csv
     course_changes: list = field(default_factory=list)
+    device_changes: list = field(default_factory=list)   # of the host's device nodes
     bystander_changes: list = field(default_factory=list)
     survivors: dict = field(default_factory=dict)        # processes of the batch alive after it
     marked: dict = field(default_factory=dict)           # processes an attack started, alive after it
@@ -63,7 +64,7 @@ def batch(tmp_path_factory, request) -> Batch:
     order = [*FIRST, *EARLY, *(n for n in made if n not in EARLY), *LAST]
 
     git_dir = harness.git_dir_outside(COURSE_ROOT)
-    course_before = harness.fingerprint(COURSE_ROOT, git_dir)
+    course_before, devices_before = harness.fingerprint(COURSE_ROOT, git_dir), harness.device_fingerprint()
     bystanders_before = _bystander_files(subs)
     args = ["grade", *(paths[n] for n in order), "--tasks", "01", "--jobs", "2", "--out-dir", out_dir]
     with harness.Watch(work / "tmp") as watch:
@@ -78,6 +79,7 @@ def batch(tmp_path_factory, request) -> Batch:
     result.connections = list(listener.connections)
     listener.close()
     result.course_changes = harness.differences(course_before, harness.fingerprint(COURSE_ROOT, git_dir))
+    result.device_changes = harness.differences(devices_before, harness.device_fingerprint())
     result.bystander_changes = harness.differences(bystanders_before, _bystander_files(subs))
     result.summary = _summary(out_dir)
     result.graded = _graded(out_dir, paths, result.summary, context)
@@ -152,6 +154,11 @@ def test_honest_submissions_score_as_if_graded_alone(batch):
 
 def test_course_tree_is_unchanged(batch):
     assert not batch.course_changes, "the course changed during the batch:\n" + "\n".join(batch.course_changes[:30])
+
+
+def test_host_devices_are_unchanged(batch):
+    assert not batch.device_changes, "the host's device nodes changed during the batch:\n" + \
+        "\n".join(batch.device_changes)
 
 
 def test_other_learners_files_are_unchanged(batch):
