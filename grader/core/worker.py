@@ -103,7 +103,8 @@ def _fork(module_path: Path, control: socket.socket, fds: list[int]) -> None:
 
 
 def _report_exits(control: socket.socket) -> None:
-    """Reap finished workers and tell the trusted side how each ended."""
+    """Reap finished workers, and in the sandbox (where the zygote is the first process) the
+    orphans it adopts, and tell the trusted side how each ended."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)

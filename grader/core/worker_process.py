@@ -315,7 +315,7 @@ class WorkerHost:
 
     def _processes(self) -> list[int]:
         """The host's processes: its cgroup's, else the launched process and its descendants
-        (in the sandbox, every process is one: orphans are adopted by the sandbox's init)."""
+        (in the sandbox, every process is one: orphans are adopted by the zygote, its first process)."""
         return self.cgroup.processes() if self.cgroup.paths else _descendants_and_self(self.process.pid)
 
     def alive(self) -> bool:
