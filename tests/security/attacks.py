@@ -487,7 +487,8 @@ ATTACKS = [
            check=all_of(as_stub, refused_everything)),
     Attack("device_nodes", "chmods and touches every device node in /dev and every file its processes hold open "
            "(/proc/<pid>/fd), keeping mode and times: the host's must not notice (test_host_devices_are_unchanged)",
-           module=after_import(h.DEVICE_NODES), check=all_of(as_stub, _attempted("chmod and touch /dev/null"))),
+           module=after_import(h.DEVICE_NODES),
+           check=all_of(as_stub, _attempted("chmod /dev/null"), _attempted("touch /dev/null"))),
     Attack("plant_pyc", "plants .pyc files in the grader's, the hidden suite's and numpy's __pycache__",
            module=after_import(h.PLANT_PYC), check=all_of(as_stub, _refused("plant"))),
     Attack("git_tricks", "git update-index --assume-unchanged, core.fsmonitor, hooks in the course's .git",

@@ -44,6 +44,18 @@ def attempt(what, action):
     observe(what, "SUCCEEDED: %r" % (result,))
     return result
 
+def visible_pids():
+    """The processes this one can see in /proc (its jail's, in the sandbox), as strings."""
+    return sorted(p for p in _os.listdir("/proc") if p.isdigit())
+
+def same_mode(path):
+    """A chmod that keeps `path`'s mode: it asks for the permission and changes nothing."""
+    return lambda: _os.chmod(path, _os.stat(path).st_mode & 0o7777)
+
+def same_times(path):
+    """A touch that keeps `path`'s times: it asks for the permission and changes nothing."""
+    return lambda: _os.utime(path, ns=(_os.stat(path).st_atime_ns, _os.stat(path).st_mtime_ns))
+
 def scratch_dir():
     """The one folder the sandbox lets the worker write that outlives it: pytest's temporary folder."""
     for line in open("/proc/self/mountinfo"):
@@ -126,7 +138,7 @@ while True:                           # up the chain of parents, as /proc tells 
     if pid <= 0:
         break
     targets.add(pid)
-targets |= {int(p) for p in _os.listdir("/proc") if p.isdigit()}
+targets |= {int(p) for p in visible_pids()}
 targets |= set(range(1, 70000))       # and the host's pids, by number
 targets.discard(me)
 delivered = {}
@@ -138,7 +150,7 @@ for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal
         except OSError:
             pass
     # after every round: the SIGKILL round ends the sandbox (its first process is among the targets)
-    observe("processes in sight", _json.dumps(sorted(int(p) for p in _os.listdir("/proc") if p.isdigit())))
+    observe("processes in sight", _json.dumps(sorted(int(p) for p in visible_pids())))
     observe("signals accepted by the kernel for", _json.dumps(delivered))
 '''
 
@@ -347,11 +359,7 @@ attempt("create a folder in the course", lambda: _os.mkdir(course + "/learner_wa
 # The executables and libraries the jail's processes run (its own, and those of every process it
 # can see, such as the jail's first one), by path and through the links /proc gives to each, which
 # lead to the file where it was opened, on whatever mount that is. Each try would leave the file
-# as it is: it asks for the permission, it changes nothing.
-def unchanged_mode(path):
-    return lambda: _os.chmod(path, _os.stat(path).st_mode & 0o7777)
-def unchanged_times(path):
-    return lambda: _os.utime(path, ns=(_os.stat(path).st_atime_ns, _os.stat(path).st_mtime_ns))
+# as it is.
 def opened_for_writing(path):
     return lambda: _os.close(_os.open(path, _os.O_WRONLY))
 def mapped_libraries(pid):
@@ -365,13 +373,13 @@ def mapped_libraries(pid):
         pass
     return sorted(first.items())[:3]
 targets = [_os.path.realpath(_sys.executable)]
-for pid in sorted(p for p in _os.listdir("/proc") if p.isdigit()):
+for pid in visible_pids():
     libraries = mapped_libraries(pid)
     targets += ["/proc/%s/exe" % pid] + [path for path, _ in libraries]
     targets += ["/proc/%s/map_files/%s" % (pid, first_range) for _, first_range in libraries]
 for path in dict.fromkeys(targets):
-    attempt("chmod " + path, unchanged_mode(path))
-    attempt("touch " + path, unchanged_times(path))
+    attempt("chmod " + path, same_mode(path))
+    attempt("touch " + path, same_times(path))
     attempt("open for writing " + path, opened_for_writing(path))
 '''
 
@@ -380,19 +388,13 @@ DEVICE_NODES = '''
 # where either is the host's own (bound in, or opened outside), a chmod or a touch here would be
 # the host's. Each try keeps the mode and the times; only the host's ctime would tell.
 import stat as _stat
-def same_mode_and_times(path):
-    def go():
-        info = _os.stat(path)
-        _os.chmod(path, _stat.S_IMODE(info.st_mode))
-        _os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
-        return "mode and times set"
-    return go
 nodes = ["/dev/" + name for name in sorted(_os.listdir("/dev"))
          if _stat.S_ISCHR(_os.lstat("/dev/" + name).st_mode)]
-held = ["/proc/%s/fd/%s" % (pid, fd) for pid in sorted(p for p in _os.listdir("/proc") if p.isdigit())
+held = ["/proc/%s/fd/%s" % (pid, fd) for pid in visible_pids()
         for fd in (_os.listdir("/proc/%s/fd" % pid) if _os.access("/proc/%s/fd" % pid, _os.R_OK) else [])]
 for path in nodes + held:
-    attempt("chmod and touch " + path, same_mode_and_times(path))
+    attempt("chmod " + path, same_mode(path))
+    attempt("touch " + path, same_times(path))
 '''
 
 PLANT_PYC = '''
@@ -476,7 +478,7 @@ def parent_cwd():
 root = attempt("readlink /proc/<parent>/cwd", parent_cwd)
 if root:
     candidates.append(root + "/" + relative)
-for pid in [p for p in _os.listdir("/proc") if p.isdigit()]:
+for pid in visible_pids():
     candidates += ["/proc/%s/cwd/%s" % (pid, relative), "/proc/%s/root%s/%s" % (pid, course, relative)]
 found = None
 for path in candidates:
@@ -524,7 +526,7 @@ for path in ("/etc/shadow", "/etc/sudoers", "/root/.bash_history", "/root/.ssh/i
              "/proc/kcore", "/dev/mem", "/sys/kernel/security", "/var/log/syslog"):
     attempt("read " + path, lambda p=path: open(p, "rb").read(64))
 environments = {"os.environ": dict(_os.environ)}
-for pid in [p for p in _os.listdir("/proc") if p.isdigit()]:
+for pid in visible_pids():
     try:
         environments["/proc/%s/environ" % pid] = open("/proc/%s/environ" % pid, "rb").read().decode(errors="replace")
     except OSError:
@@ -534,7 +536,7 @@ print("ENVIRONMENTS", _json.dumps(environments))
 
 PROC_WALK = '''
 seen = {}
-for pid in [p for p in _os.listdir("/proc") if p.isdigit()]:
+for pid in visible_pids():
     entry = {}
     for link in ("cwd", "root", "exe"):
         try:
@@ -685,7 +687,7 @@ def _forge():
     header = _json.dumps({"h": {"ok": True, "value": 1, "ready": True}, "blobs": []}).encode()
     frame = len(header).to_bytes(8, "big") + header
     written = []
-    for pid in [p for p in _os.listdir("/proc") if p.isdigit()]:
+    for pid in visible_pids():
         try:
             fds = _os.listdir("/proc/%s/fd" % pid)
         except OSError:
