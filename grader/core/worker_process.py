@@ -36,7 +36,7 @@ TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
 PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes milliseconds; past this, kill it
 SCRATCH_ENTRIES = 100_000      # files and folders a worker may keep in its scratch folders
-_STOPPED = ("T", "t", "Z", "X")   # stopped, traced and stopped, zombie, dead
+_STOPPED = ("T", "t", "Z", "X")   # of a thread: stopped, traced and stopped, exited, dead
 # The system calls that create a process (fork, vfork, clone, clone3), by architecture: a parent
 # blocked in one of them with its child stopped waits for that child (vfork) and cannot stop itself.
 _FORK_SYSCALLS = {"x86_64": {57, 58, 56, 435}, "aarch64": {220, 435}}.get(platform.machine(), set())
@@ -404,24 +404,37 @@ def _closes_within(fd: int, seconds: float) -> bool:
             return True
 
 
-def _state(pid: int) -> str | None:
-    text = read_text(Path(f"/proc/{pid}/stat"))
+def _state(task: Path) -> str | None:
+    """The state letter of a process or thread, from its folder in /proc."""
+    text = read_text(task / "stat")
     return text[text.rindex(")") + 2] if text else None
 
 
 def _paused(pid: int) -> bool:
-    """Stopped, or unable to run before it stops: blocked in the system call that creates a child
-    (fork, vfork, posix_spawn), with our SIGSTOP pending and its children stopped. A vfork parent
-    waits there until its child execs or exits, so with the child stopped first it never reaches
-    the stopped state itself; it leaves the call only when `resume` continues the child, and then
-    stops before running anything (a fork not yet complete is undone by the pending signal)."""
-    state = _state(pid)
-    if state in _STOPPED:
+    """Every thread of `pid` stopped, or unable to run before it stops. Each thread is asked on
+    its own: a process whose first thread has exited reads as a zombie in `/proc/<pid>/stat`
+    while its other threads run on."""
+    folder = Path(f"/proc/{pid}/task")
+    try:
+        threads = os.listdir(folder)
+    except OSError:
+        return True               # gone
+    return all(_thread_paused(pid, folder / thread) for thread in threads)
+
+
+def _thread_paused(pid: int, thread: Path) -> bool:
+    """Stopped or gone, or blocked in the system call that creates a child (fork, vfork,
+    posix_spawn) with our SIGSTOP pending and its children stopped. A vfork parent waits there
+    until its child execs or exits, so with the child stopped first it never reaches the stopped
+    state itself; it leaves the call only when `resume` continues the child, and then stops before
+    running anything (a fork not yet complete is undone by the pending signal)."""
+    state = _state(thread)
+    if state is None or state in _STOPPED:
         return True
-    if state != "D" or _syscall(pid) not in _FORK_SYSCALLS or not _stop_pending(pid):
+    if state != "D" or _syscall(thread) not in _FORK_SYSCALLS or not _stop_pending(pid):
         return False
-    children = _children(pid)
-    return bool(children) and all(_state(child) in _STOPPED for child in children)
+    children = [int(c) for c in (read_text(thread / "children") or "").split()]
+    return bool(children) and all(_paused(child) for child in children)
 
 
 def _stop_pending(pid: int) -> bool:
@@ -431,9 +444,9 @@ def _stop_pending(pid: int) -> bool:
     return False
 
 
-def _syscall(pid: int) -> int | None:
-    """The system call `pid` is blocked in (None where the kernel does not say)."""
-    fields = (read_text(Path(f"/proc/{pid}/syscall")) or "").split()
+def _syscall(thread: Path) -> int | None:
+    """The system call a thread is blocked in (None where the kernel does not say)."""
+    fields = (read_text(thread / "syscall") or "").split()
     return int(fields[0]) if fields and fields[0].lstrip("-").isdigit() else None
 
 

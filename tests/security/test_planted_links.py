@@ -1,7 +1,10 @@
 """A worker that outlives its calls must not be able to race the tests: exercise 02's tests write
 their inputs into pytest's temporary folder, which the worker shares, so a thread of the learner's
 that plants a link where a test is about to write would have the grader (the host's user) write
-through it, anywhere. The link here points into the course root and beside the suite's folders."""
+through it, anywhere. The link here points into the course root and beside the suite's folders.
+
+The planting thread runs in the worker itself, or in a child whose first thread has exited: such
+a process reads as a zombie ("Z") in `/proc/<pid>/stat` while its other threads run on."""
 import pytest
 
 from grader.core.loading import sibling_module
@@ -38,15 +41,24 @@ def _plant_forever():
 threading.Thread(target=_plant_forever, daemon=True).start()
 '''
 
+ZOMBIE_LEADER_PLANTER = PLANTER.replace("threading.Thread(target=_plant_forever, daemon=True).start()", '''
+import ctypes, platform
+if once("zombie-leader") and _os.fork() == 0:
+    threading.Thread(target=_plant_forever).start()
+    # exit(2) of this thread alone, not exit_group: the process lives on as "Z"
+    ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
+''')
 
-def test_a_planted_link_never_redirects_a_tests_write(tmp_path):
+
+@pytest.mark.parametrize("planter", [PLANTER, ZOMBIE_LEADER_PLANTER], ids=["thread", "zombie_leader"])
+def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
     marker = harness.new_marker()
     canaries = [COURSE_ROOT / f".{marker}-canary", tmp_path / f"{marker}-canary"]
     context = attacks.Context(course=COURSE_ROOT, out_dir=tmp_path / "out", work=tmp_path, marker=marker, secret="",
                               port=0, abstract_socket=marker, host_addresses=[], bystanders={},
                               canaries=tuple(str(c) for c in canaries))
     stub = (EXERCISES / TASK / "train_loop.py").read_text(encoding="utf-8")
-    module = attacks.hostile.prelude(context) + PLANTER + stub
+    module = attacks.hostile.prelude(context) + planter + stub
     submission = tmp_path / "planter" / TASK / "train_loop.py"
     submission.parent.mkdir(parents=True)
     submission.write_text(module, encoding="utf-8")
