@@ -21,8 +21,9 @@ def test_check_passes_on_the_reference_and_fails_on_the_stub():
 
 
 def test_batch_grading_writes_a_gradebook(tmp_path):
-    out = tmp_path / "grading"
-    result = grader("grade", "solutions", "exercises", "--tasks", "01", "--jobs", "2", "--out-dir", out)
+    out = tmp_path / "grading"          # given relative to where the instructor stands
+    result = grader("grade", COURSE_ROOT / "solutions", COURSE_ROOT / "exercises", "--tasks", "01", "--jobs", "2",
+                    "--out-dir", "grading", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     with open(out / "summary.csv") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}

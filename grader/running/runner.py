@@ -55,7 +55,9 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
     reports come back in input order. A run that produced no report still returns one, empty,
     with the reason in `problems`. `on_done(job, report)` is called as each one ends."""
     with tempfile.TemporaryDirectory(prefix="grader-run-") as scratch:
-        out_dirs = [Path(job.out_dir) if job.out_dir else Path(scratch) / "out" / str(i) for i, job in enumerate(jobs)]
+        # absolute: the pool's processes work in the course root, not where the caller stands
+        out_dirs = [Path(job.out_dir).absolute() if job.out_dir else Path(scratch) / "out" / str(i)
+                    for i, job in enumerate(jobs)]
         for out_dir in out_dirs:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "score_report.json").unlink(missing_ok=True)
