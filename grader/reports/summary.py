@@ -77,13 +77,22 @@ def write_gradebook(path: Path, entries: list[Entry]) -> None:
     for entry in entries:
         report = entry.report
         if report is None:
-            writer.writerow([entry.name, entry.path, *[""] * len(tasks), "", "", "", entry.status, ""])
+            writer.writerow(inert([entry.name, entry.path, *[""] * len(tasks), "", "", "", entry.status, ""]))
             continue
         total = report.total
         cells = [report.task(t).points if report.task(t) else "" for t in tasks]
-        writer.writerow([entry.name, entry.path, *cells, total.points, total.max_points, total.percent,
-                         entry.status, " | ".join(report.problems)])
+        writer.writerow(inert([entry.name, entry.path, *cells, total.points, total.max_points, total.percent,
+                               entry.status, " | ".join(report.problems)]))
     write_text_atomically(Path(path), buffer.getvalue())
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cells: list) -> list:
+    """The cells with every text that a spreadsheet would run as a formula (a submission named
+    `=HYPERLINK(...)`) opened by a quote, which shows as text; numbers stay numbers."""
+    return [f"'{c}" if isinstance(c, str) and c.startswith(FORMULA_STARTS) else c for c in cells]
 
 
 def concept_table(entries: list[Entry]):
