@@ -165,8 +165,9 @@ def test_worker_hang_times_out_then_restarts(tmp_path, kind):
 
 
 HELD_SPAWN = """
-def spawn_held_child(folder):
-    fifo = os.path.join(folder, "fifo")
+def spawn_held_child():
+    import tempfile
+    fifo = os.path.join(tempfile.mkdtemp(), "fifo")
     os.mkfifo(fifo)
     pid = os.fork()
     if pid == 0:          # its spawned child opens, before its exec, a FIFO that no one writes
@@ -189,10 +190,38 @@ def test_a_child_held_before_its_exec_does_not_keep_the_worker_from_pausing(tmp_
     process that refuses to stop killed the worker after each call."""
     backend = make_backend(kind, write_module(tmp_path, LEARNER + HELD_SPAWN), tmp_path)
     try:
-        assert call(backend, "spawn_held_child", str(tmp_path)) == "held"
+        assert call(backend, "spawn_held_child") == "held"
         for n in range(3):
             assert call(backend, "double", n) == 2 * n
         assert len(backend.startup_seconds) == 1, "the worker was replaced: it could not be paused"
+    finally:
+        backend.close()
+
+
+STRAYS = """
+def plant(folder):
+    open(os.path.join(folder, "kept.txt"), "w").close()
+    os.symlink(os.path.join(folder, "kept.txt"), os.path.join(folder, "kept-link"))
+    os.makedirs(os.path.join(folder, "run"))
+    os.symlink("/etc/hostname", os.path.join(folder, "run", "log.jsonl"))
+    os.symlink("../../elsewhere", os.path.join(folder, "run", "dangling"))
+    os.mkfifo(os.path.join(folder, "pipe"))
+    return "planted"
+"""
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_what_would_lead_a_test_out_of_the_shared_folder_is_removed_after_each_call(tmp_path, kind):
+    """A test reads and writes, as the grader's user, files the learner's code left in the folder
+    they share: a link there leading out of it would take that read or write anywhere, a named
+    pipe would hang it. Such entries go as soon as the call ends, and the call fails saying so."""
+    backend = make_backend(kind, write_module(tmp_path, LEARNER + STRAYS), tmp_path)
+    try:
+        with pytest.raises(WorkerCrashed, match="plant.. left .*log.jsonl -> /etc/hostname"):
+            call(backend, "plant", str(tmp_path))
+        left = {p.name for p in tmp_path.rglob("*")} - {f"{kind}.log"}
+        assert left == {"learner.py", "kept.txt", "kept-link", "run"}
+        assert call(backend, "double", 4) == 8
     finally:
         backend.close()
 

@@ -237,8 +237,8 @@ class ReportHooks:
         self.grading = grading
 
     def pytest_sessionstart(self, session):
-        """Start the workers of the tasks named on the command line before collection imports
-        the suites, so that the two overlap."""
+        """Start the sandboxes of the tasks named on the command line (their zygotes import the
+        libraries) before collection imports the suites, so that the two overlap."""
         for arg in session.config.args:
             task = task_of_path(Path(str(arg).split("::")[0]))
             if task is not None:

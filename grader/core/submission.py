@@ -21,7 +21,7 @@ from grader.core import wire
 from grader.core.dispatch import answer
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
-from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec
+from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.tasks import COURSE_ROOT
 
 STARTUP_LIMIT_S = 60.0
@@ -135,15 +135,16 @@ class WorkerBackend:
         self._host: WorkerHost | None = None
         self._host_output_mark = 0
         self._worker: Worker | None = None
-        self._launched: Worker | None = None     # asked for, not yet known to be ready
         self.module_bytes: bytes | None = None      # what is graded, read once (`intake.read_module`)
         self._import_error: str | None = None
         self._startup_failure: SubmissionFailure | None = None   # an import that killed or stalled its worker
         self.startup_seconds: list[float] = []
 
     def launch(self) -> None:
-        """Ask for a worker without waiting for it, so its start overlaps what the tests do next."""
-        if self._worker is not None or self._launched is not None or self._import_error or self._startup_failure:
+        """Start the sandbox and its zygote without waiting for them, so that the libraries' import
+        overlaps what the tests do next. No learner code runs before `start`: a worker imported
+        ahead would run unpaused while other tests read and write the folders it shares."""
+        if self._import_error or self._startup_failure:
             return
         if self.module_bytes is None:
             try:
@@ -158,7 +159,6 @@ class WorkerBackend:
             self._host_output_mark = self.output.mark()
             self._host = WorkerHost(self.module_path, self.module_bytes, self.context.spec, self.output,
                                     git_dir=self._submission_git_dir())
-        self._launched = self._host.spawn()
 
     def _submission_git_dir(self) -> Path | None:
         """The submission's own repository, which a sandboxed worker may see (never the course's)."""
@@ -182,10 +182,20 @@ class WorkerBackend:
             return
         if self._startup_failure is not None:
             raise self._startup_failure_again()
+        try:
+            self._start(deadline)
+        finally:
+            strays = remove_strays(self.context.spec.writable_dirs)
+        if strays:
+            self._stop(wait_s=0)
+            raise WorkerCrashed(_strays_message(f"importing {self.module_path.name}", strays))
+
+    def _start(self, deadline: float) -> None:
+        __tracebackhide__ = True
         self.launch()
         if self._import_error:
             raise StudentImportError(self._import_error)
-        worker, self._launched = self._launched, None
+        worker = self._host.spawn()
         try:
             header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
         except (wire.ChannelTimeout, wire.ChannelClosed, wire.WireError, ScratchFull) as exc:
@@ -227,6 +237,16 @@ class WorkerBackend:
         return type(self._startup_failure)(*self._startup_failure.args)
 
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+        try:
+            reply = self._call(header, blobs, deadline, name)
+        finally:
+            strays = remove_strays(self.context.spec.writable_dirs)
+        if strays:
+            self._stop(wait_s=0)
+            raise WorkerCrashed(_strays_message(f"{name}()", strays))
+        return reply
+
+    def _call(self, header: dict, blobs: list[bytes], deadline: float, name: str):
         self._host.resume()
         try:
             reply = self._worker.request(header, blobs, deadline)
@@ -285,10 +305,16 @@ class WorkerBackend:
     def close(self) -> None:
         """End everything at once: workers hold nothing worth a graceful exit, and a Python
         process with torch loaded takes a while to tear itself down."""
-        self._launched = self._worker = None
+        self._worker = None
         if self._host is not None:
             self._host.close()
             self._host = None
+
+
+def _strays_message(what: str, strays: list[str]) -> str:
+    shown = "; ".join(strays[:3]) + (" ..." if len(strays) > 3 else "")
+    return (f"{what} left links leading out of the folders it was given, or pipes, in them (removed: {shown}): the "
+            "tests read and write only inside those folders")
 
 
 BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}

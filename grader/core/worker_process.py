@@ -21,6 +21,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -475,16 +476,53 @@ def _descendants_and_self(root: int) -> list[int]:
 def _usage(folders) -> tuple[int, int]:
     """Bytes on disk and number of entries under `folders` (links are not followed)."""
     used = entries = 0
+    for _, info in _entries(folders, limit=SCRATCH_ENTRIES + 1):
+        entries += 1
+        used += info.st_blocks * 512
+    return used, entries
+
+
+def remove_strays(folders) -> list[str]:
+    """Remove, from the folders learner code shares with the tests, every entry that would take a
+    test's read or write elsewhere: a link that leads out of them (to a course file, another
+    learner's folder, `/dev/zero`), and anything that is not a file, a folder or a link (a named
+    pipe a read would hang on, a socket). The trusted side calls it whenever learner code has
+    stopped running, before any test touches those folders again; it returns what it removed, as
+    `path -> where it led`."""
+    roots = [os.path.realpath(folder) for folder in folders]
+    removed = []
+    for path, info in list(_entries(folders)):        # all of them: a stray hides nowhere
+        if stat.S_ISLNK(info.st_mode):
+            target = os.path.realpath(path)
+            if any(target == root or target.startswith(root + os.sep) for root in roots):
+                continue
+            what = target
+        elif stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+            continue
+        else:
+            what = "a named pipe" if stat.S_ISFIFO(info.st_mode) else "a socket or device"
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        removed.append(f"{path} -> {what}")
+    return removed
+
+
+def _entries(folders, limit: int | None = None):
+    """(path, lstat result) of everything under `folders`, links not followed (at most `limit`)."""
+    count = 0
     todo = [str(f) for f in folders]
-    while todo and entries <= SCRATCH_ENTRIES:
+    while todo:
         try:
             with os.scandir(todo.pop()) as listing:
                 for entry in listing:
-                    entries += 1
                     info = entry.stat(follow_symlinks=False)
-                    used += info.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
+                    yield entry.path, info
+                    count += 1
+                    if count == limit:
+                        return
+                    if stat.S_ISDIR(info.st_mode):
                         todo.append(entry.path)
         except OSError:
             continue           # removed while it was being measured
-    return used, entries

@@ -3,13 +3,15 @@ their inputs into pytest's temporary folder, which the worker shares, so a threa
 that plants a link where a test is about to write would have the grader (the host's user) write
 through it, anywhere. The link here points into the course root and beside the suite's folders.
 
-The planting thread runs in the worker itself, or in a child whose first thread has exited: such
-a process reads as a zombie ("Z") in `/proc/<pid>/stat` while its other threads run on."""
+The links are planted by a thread of the worker; by a thread of a child whose first thread has
+exited (such a process reads as a zombie, "Z", in `/proc/<pid>/stat` while its other threads run
+on); or by a thread of exercise 03's module, which must not run while exercise 02's tests do.
+(Links left by a call itself, within the rules of the pause, are the backend tests' concern.)"""
 import pytest
 
 from grader.core.loading import sibling_module
 from grader.reports.report import read_report
-from grader.tasks import COURSE_ROOT, EXERCISES
+from grader.tasks import COURSE_ROOT, EXERCISES, task_named
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
@@ -17,7 +19,6 @@ harness = sibling_module(__file__, "harness")
 pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
               pytest.mark.timeout(1800)]
 
-TASK = "02_train_loop"
 PLANTER = '''
 import threading, time
 _TARGETS = {"train.jsonl": CONTEXT["canaries"][0], "eval.jsonl": CONTEXT["canaries"][1],
@@ -49,23 +50,30 @@ if once("zombie-leader") and _os.fork() == 0:
     ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
 ''')
 
+# (the exercise whose module holds the planter, the planter): exercise 02's own, or exercise 03's,
+# graded in the same session after 02, whose sandbox starts when the session does.
+PLANTERS = {"thread": ("02", PLANTER), "zombie_leader": ("02", ZOMBIE_LEADER_PLANTER), "other_task": ("03", PLANTER)}
 
-@pytest.mark.parametrize("planter", [PLANTER, ZOMBIE_LEADER_PLANTER], ids=["thread", "zombie_leader"])
+
+@pytest.mark.parametrize("planter", PLANTERS)
 def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
     marker = harness.new_marker()
     canaries = [COURSE_ROOT / f".{marker}-canary", tmp_path / f"{marker}-canary"]
     context = attacks.Context(course=COURSE_ROOT, out_dir=tmp_path / "out", work=tmp_path, marker=marker, secret="",
                               port=0, abstract_socket=marker, host_addresses=[], bystanders={},
                               canaries=tuple(str(c) for c in canaries))
-    stub = (EXERCISES / TASK / "train_loop.py").read_text(encoding="utf-8")
-    module = attacks.hostile.prelude(context) + planter + stub
-    submission = tmp_path / "planter" / TASK / "train_loop.py"
-    submission.parent.mkdir(parents=True)
-    submission.write_text(module, encoding="utf-8")
+    planted_in, planter_code = PLANTERS[planter]
+    for task in {task_named("02"), task_named(planted_in)}:
+        module = tmp_path / "planter" / task.name / f"{task.module}.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        stub = (EXERCISES / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+        if task.name.startswith(planted_in):
+            stub = attacks.hostile.prelude(context) + planter_code + stub
+        module.write_text(stub, encoding="utf-8")
 
     before = harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT))
     try:
-        cli = harness.run_cli(["grade", submission.parent.parent, "--tasks", TASK, "--out-dir", tmp_path / "out"],
+        cli = harness.run_cli(["grade", tmp_path / "planter", "--tasks", *sorted({"02", planted_in}), "--out-dir", tmp_path / "out"],
                               harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
         written = [str(c) for c in canaries if c.exists() or c.is_symlink()]
         changes = harness.differences(before, harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT)))
@@ -73,7 +81,7 @@ def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
         for canary in canaries:
             canary.unlink(missing_ok=True)
     report = read_report(tmp_path / "out" / "planter" / "score_report.json")
-    log = (tmp_path / "out" / "planter" / "logs" / f"{TASK}.log").read_text(errors="replace")
+    log = (tmp_path / "out" / "planter" / "logs" / f"{task_named(planted_in).name}.log").read_text(errors="replace")
     assert "planted a link" in log, "the attack never planted a link: it proves nothing\n" + log[-2000:]
     assert not written, f"a test wrote through a link the learner planted: {written}"
     assert not changes, changes[:20]
