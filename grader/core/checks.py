@@ -6,6 +6,10 @@ or output.
 """
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import numpy as np
 
 from grader.core.loading import sibling_module  # noqa: F401  (the suites' import)
@@ -94,6 +98,41 @@ def assert_equal(got, expected, *, what: str, tensor: bool = False) -> None:
         index = _index(np.argwhere(mismatch)[0])
         raise AssertionError(f"{what}: {int(mismatch.sum())} of {mismatch.size} entries differ; the first at "
                              f"index {index}: got {g[index]!r}, expected {e[index]!r}")
+
+
+LEARNER_FILE_BYTES = 16 << 20       # the largest file a test reads back from learner code (logs, records, plots)
+
+
+def learner_path(path, within) -> Path:
+    """A path the learner's code returned or was to write, once it is known to lie inside the
+    folder the test gave that code (`within`), links resolved. Tests run as the grader's user,
+    who may read what learner code may not (the course, another learner's folder): any other path
+    fails the test, saying why."""
+    __tracebackhide__ = True
+    if not isinstance(path, (str, os.PathLike)):
+        raise AssertionError(f"expected a path (str), got {type(path).__name__}")
+    real, root = os.path.realpath(path), os.path.realpath(within)
+    if not real.startswith(root + os.sep):
+        raise AssertionError(f"{path} is not inside the folder the test gave your code ({within}): the grader reads "
+                             "only what your code wrote there")
+    return Path(real)
+
+
+def learner_file(path, within, limit: int = LEARNER_FILE_BYTES) -> bytes:
+    """The bytes of a regular file inside `within` (see `learner_path`), at most `limit` of them."""
+    __tracebackhide__ = True
+    real = learner_path(path, within)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise AssertionError(f"{path} could not be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise AssertionError(f"{path} is not a regular file")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise AssertionError(f"{path} holds more than {limit >> 20} MiB, more than this test reads")
+    return data
 
 
 def _index(position) -> tuple[int, ...]:

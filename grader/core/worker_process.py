@@ -294,11 +294,11 @@ class WorkerHost:
                               f"{self.spec.limits.scratch_mb} MB and {SCRATCH_ENTRIES} files")
 
     def pause(self) -> bool:
-        """Stop every process of the host, zygote and workers (SIGSTOP), until `resume`: between
-        calls, learner code runs not at all, so nothing it left behind (a thread, a child) can race
-        the tests' own file writes or reads (planting a link where a test is about to write), or
-        compete with them for the CPU. False when they could not be stopped in time (the host is
-        then killed)."""
+        """Stop every process of the host, zygote and workers (SIGSTOP), until `resume`, and see
+        every thread of each stopped (`_paused`): between calls, learner code runs not at all, so
+        nothing it left behind (a thread, a child) can race the tests' own file writes or reads
+        (planting a link where a test is about to write), or compete with them for the CPU. False
+        when they could not be stopped in time (the host is then killed)."""
         deadline = time.monotonic() + PAUSE_LIMIT_S
         while time.monotonic() < deadline:
             running = [pid for pid in self._processes() if not _paused(pid)]

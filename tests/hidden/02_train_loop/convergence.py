@@ -31,13 +31,24 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def setup(folder: Path) -> tuple[dict, float]:
-    """Write the run's model config and eval split into `folder`; return the train config and
-    the source's exact loss floor on those eval documents."""
+def model_config():
+    """The architecture the run trains: `datasets/tiny_llama`'s, scaled down."""
     config = AutoConfig.from_pretrained(DATASETS / "tiny_llama")
     config.update(MODEL)
-    config.save_pretrained(folder / "model")
-    documents = read_jsonl(DATASETS / "corpus" / "eval.jsonl")[:EVAL_DOCUMENTS]
+    return config
+
+
+def eval_documents() -> list[dict]:
+    return read_jsonl(DATASETS / "corpus" / "eval.jsonl")[:EVAL_DOCUMENTS]
+
+
+def setup(folder: Path) -> tuple[dict, float]:
+    """Write the run's model config and eval split into `folder`; return the train config and
+    the source's exact loss floor on those eval documents. What the test measures afterwards it
+    takes from here (`model_config`, `eval_documents`), never from the copies in `folder`, which
+    the learner's code may change."""
+    model_config().save_pretrained(folder / "model")
+    documents = eval_documents()
     (folder / "eval.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
     # The floor of these documents, exactly: the source's own negative log-likelihood per predicted token.
     floor = sum(d["source_nll"] for d in documents) / sum(len(d["input_ids"]) - 1 for d in documents)

@@ -182,3 +182,11 @@ def watch_cuda_transfers(module, cfg):
     finally:
         torch.Tensor.to = original
     return {"transfers": transfers, "final_eval_loss": result["final_eval_loss"]}
+
+
+def watch_final_model(module, cfg):
+    """Run the learner's train(cfg); its result, and the parameters of the model it built (the
+    last one, if several), as they are once train has returned."""
+    with models_built() as built:
+        result = module.train(cfg)
+    return {"result": result, "params": flat_parameters(built[-1]) if built else None}

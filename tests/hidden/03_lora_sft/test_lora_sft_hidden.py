@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
-from grader.core.checks import GRADING, ConceptError, assert_close, assert_equal, sibling_module
+from grader.core.checks import GRADING, ConceptError, assert_close, assert_equal, learner_path, sibling_module
 from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")
@@ -853,7 +853,7 @@ def _sft_run(submission, tmp_path, **extra):
 def test_sft_teaches_the_skill(submission, tmp_path):
     """80 steps of 8 conversations: base unchanged, the adapter reloads and merges to the same logits, exact match >= the bar"""
     seen, eval_rows, probe_ids = _sft_run(submission, tmp_path)
-    adapter_dir = seen["result"]["adapter_dir"]
+    adapter_dir = learner_path(seen["result"]["adapter_dir"], tmp_path)
     try:            # what the run must leave behind is the contract of "The real thing"; the skill is this section's
         _check_frozen_base(seen)
         reloaded = oracles.load_model(adapter_dir)
@@ -882,7 +882,7 @@ def test_sft_teaches_the_skill(submission, tmp_path):
 def test_sft_in_bf16_on_cuda(submission, tmp_path):
     """the same run on CUDA in bf16: exact match >= the bar; peak memory within a stated factor of exercise 04's LoRA estimate"""
     seen, eval_rows, _ = _sft_run(submission, tmp_path, measure_cuda_memory=True)
-    score, _ = oracles.exact_match(seen["result"]["adapter_dir"], eval_rows)
+    score, _ = oracles.exact_match(learner_path(seen["result"]["adapter_dir"], tmp_path), eval_rows)
     assert score >= EXACT_MATCH_BAR, f"exact match {score:.2f} after the bf16 CUDA run; the bar is {EXACT_MATCH_BAR}"
     want = oracles.peft_adapted(TINY_LLAMA, 16)
     estimate = 2 * (want["total"] - want["trainable"]) + 16 * want["trainable"]
