@@ -227,8 +227,9 @@ class WorkerHost:
         return worker
 
     def end(self, worker: Worker) -> None:
-        """Kill one worker. The proof of its death is its channel closing; without that proof
-        within a second, the whole host is killed."""
+        """Kill one worker, and pause what is left of the host (the zygote, and anything the
+        worker left running in the jail) until the next `spawn`. The proof of its death is its
+        channel closing; without that proof within a second, the whole host is killed."""
         self.resume()
         self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=1.0)
         if worker.pid is not None and self.alive():
@@ -241,6 +242,8 @@ class WorkerHost:
         worker.channel.close()
         if worker in self._workers:
             self._workers.remove(worker)
+        if self.alive():
+            self.pause()
 
     def read_messages(self, until, wait_s: float) -> None:
         """Read what the zygote says (pids of new workers, how workers ended) until `until()`

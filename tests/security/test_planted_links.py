@@ -5,7 +5,8 @@ through it, anywhere. The link here points into the course root and beside the s
 
 The links are planted by a thread of the worker; by a thread of a child whose first thread has
 exited (such a process reads as a zombie, "Z", in `/proc/<pid>/stat` while its other threads run
-on); or by a thread of exercise 03's module, which must not run while exercise 02's tests do.
+on); by a thread of exercise 03's module, which must not run while exercise 02's tests do; or by
+a daemon that exercise 01's module leaves behind before its import fails.
 (Links left by a call itself, within the rules of the pause, are the backend tests' concern.)"""
 import pytest
 
@@ -24,19 +25,23 @@ import threading, time
 _TARGETS = {"train.jsonl": CONTEXT["canaries"][0], "eval.jsonl": CONTEXT["canaries"][1],
             "log.jsonl": CONTEXT["canaries"][0], "model": CONTEXT["canaries"][1]}
 
-def _plant_forever():
-    root, seen = scratch_dir(), set()
+def _plant(seen):
+    """Links in every folder of the shared folder not seen before."""
+    for folder, dirs, files in _os.walk(scratch_dir()):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        for name, target in _TARGETS.items():
+            try:
+                _os.symlink(target, _os.path.join(folder, name))
+                observe("planted a link", _os.path.join(folder, name))
+            except OSError:
+                pass
+
+def _plant_forever(seen=None):
+    seen = set() if seen is None else seen
     while True:
-        for folder, dirs, files in _os.walk(root):
-            if folder in seen:
-                continue
-            seen.add(folder)
-            for name, target in _TARGETS.items():
-                try:
-                    _os.symlink(target, _os.path.join(folder, name))
-                    observe("planted a link", _os.path.join(folder, name))
-                except OSError:
-                    pass
+        _plant(seen)
         time.sleep(0.0005)
 
 threading.Thread(target=_plant_forever, daemon=True).start()
@@ -50,9 +55,28 @@ if once("zombie-leader") and _os.fork() == 0:
     ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
 ''')
 
-# (the exercise whose module holds the planter, the planter): exercise 02's own, or exercise 03's,
-# graded in the same session after 02, whose sandbox starts when the session does.
-PLANTERS = {"thread": ("02", PLANTER), "zombie_leader": ("02", ZOMBIE_LEADER_PLANTER), "other_task": ("03", PLANTER)}
+# A daemon left behind by a module whose import fails: the worker is killed, the jail lives on.
+DAEMON_AFTER_A_FAILED_IMPORT = PLANTER.replace("threading.Thread(target=_plant_forever, daemon=True).start()", '''
+_up_r, _up_w = _os.pipe()
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        _seen = set()
+        _plant(_seen)                     # once, and said so, before the import fails
+        _os.write(_up_w, b"up")
+        _os.closerange(3, 1 << 16)        # the worker's channel closes with the worker: it looks gone
+        _plant_forever(_seen)
+    _os._exit(0)
+_os.close(_up_w)
+_os.read(_up_r, 2)
+raise ImportError("this module never imports")
+''')
+
+# (the exercise whose module holds the planter, the planter): exercise 02's own; exercise 03's,
+# graded in the same session after 02, whose sandbox starts when the session does; or exercise
+# 01's, graded before 02, whose import fails.
+PLANTERS = {"thread": ("02", PLANTER), "zombie_leader": ("02", ZOMBIE_LEADER_PLANTER), "other_task": ("03", PLANTER),
+            "failed_import": ("01", DAEMON_AFTER_A_FAILED_IMPORT)}
 
 
 @pytest.mark.parametrize("planter", PLANTERS)
