@@ -23,7 +23,7 @@ def test_a_file_the_learner_wrote_inside_the_folder_is_read(tmp_path):
     ("the_folder_itself", "is not inside the folder the test gave your code"),
     ("pipe", "is not a regular file"),
     ("missing", "could not be read: No such file"),
-    ("too_large", "holds more than 1 MiB"),
+    ("too_large", "holds more than 1,048,576 bytes"),
     ("not_a_path", "expected a path (str), got dict"),
 ])
 def test_anything_else_fails_the_test_saying_why(tmp_path, case, message):

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig
 
-from grader.core.checks import assert_close, assert_equal
+from grader.core.checks import assert_close, assert_equal, learner_file
 
 
 @pytest.mark.points(1)
@@ -72,4 +72,4 @@ def test_plot_curves_writes_a_png(submission, tmp_path):
     log = [{"step": s, "loss": 4.0 / s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 10} for s in range(1, 6)]
     (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     submission.plot_curves(str(tmp_path / "log.jsonl"), str(tmp_path / "curves.png"))
-    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG", "no PNG was written"
+    assert learner_file(tmp_path / "curves.png", tmp_path)[:4] == b"\x89PNG", "no PNG was written"

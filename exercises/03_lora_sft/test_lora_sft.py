@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from grader.core.checks import assert_close, assert_equal, sibling_module
+from grader.core.checks import assert_close, assert_equal, learner_file, sibling_module
 from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")
@@ -177,7 +177,8 @@ def test_a_short_sft_run_saves_an_adapter(submission, tmp_path):
                                           max_steps=2, learning_rate=1e-3, batch_size=4)
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         assert (tmp_path / "adapter" / name).exists(), f"no {name} in out_dir: save the peft model with save_pretrained"
-    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["r"] == 16, "the adapter's r should be 16"
+    assert json.loads(learner_file(tmp_path / "adapter" / "adapter_config.json", tmp_path))["r"] == 16, \
+        "the adapter's r should be 16"
     assert len(result["train_loss"]) == 2, f"train_loss has {len(result['train_loss'])} entries for 2 steps"
     assert result["trainable_parameters"] == 147_968, \
         f"trainable_parameters = {result['trainable_parameters']}; r=16 on all linear layers of the tiny Llama is 147,968"

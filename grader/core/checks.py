@@ -131,7 +131,7 @@ def learner_file(path, within, limit: int = LEARNER_FILE_BYTES) -> bytes:
             raise AssertionError(f"{path} is not a regular file")
         data = file.read(limit + 1)
     if len(data) > limit:
-        raise AssertionError(f"{path} holds more than {limit >> 20} MiB, more than this test reads")
+        raise AssertionError(f"{path} holds more than {limit:,} bytes, more than this test reads")
     return data
 
 

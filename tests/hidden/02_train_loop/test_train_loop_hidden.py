@@ -66,6 +66,7 @@ INITIAL_PARAMS_ATOL = 1e-6
 # them exactly. Below the floor no model can go: a loss that scores the wrong targets (the input
 # itself, unshifted) ends 1.9 under it.
 CONVERGENCE_MARGIN = 0.45
+PLOT_PIXELS = 10_000_000                # the largest PNG the curves test decodes (matplotlib's default figure: 307,200)
 
 BATCHING = "Batching and padding"
 LOSS_CONCEPT = "The loss: shift, ignore_index, float32"
@@ -109,7 +110,18 @@ def write_documents(path, rng, n, prompt_share=0.3):
     return str(path)
 
 
+def scenario_inputs(cfg):
+    """What a test needs of a scenario's files besides the replay (the model config, the eval
+    documents, the data files' digests), read before the learner's code runs: that code may
+    change them, and the test runs as the grader's user."""
+    config, documents = AutoConfig.from_pretrained(cfg["model_dir"]), replay.read_jsonl(cfg["eval_path"])
+    digests = {k: hashlib.sha256(open(cfg[k], "rb").read()).hexdigest() for k in ("train_path", "eval_path")}
+    return config, documents, digests
+
+
 def scenario(tmp_path, rng, train_documents=120, **overrides):
+    """A small training run's files in `tmp_path` and its configuration. What the test computes
+    from those files (the replay, `scenario_inputs`) it computes before the learner's code runs."""
     cfg = {"model_dir": write_model_dir(tmp_path / "model"),
            "train_path": write_documents(tmp_path / "train.jsonl", rng, train_documents),
            "eval_path": write_documents(tmp_path / "eval.jsonl", rng, EVAL_DOCUMENTS),
@@ -447,6 +459,9 @@ def test_plot_curves_draws_loss_on_log_steps_and_lr(submission, tmp_path):
     seen = submission.probe(probes.watch_plot, str(tmp_path / "log.jsonl"), str(png))
     data = learner_file(png, tmp_path) if png.exists() else b""
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "plot_curves wrote no PNG file"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")     # its IHDR
+    assert width * height <= PLOT_PIXELS, \
+        f"the PNG is {width} x {height} pixels; a figure needs a few hundred a side (the test decodes at most {PLOT_PIXELS:,})"
     import matplotlib.image
     assert matplotlib.image.imread(io.BytesIO(data)).ndim == 3, "the PNG does not decode as an image"
     axes = seen["axes"]
@@ -479,6 +494,7 @@ def test_log_and_run_record(submission, rng, tmp_path):
     """log_every=2, eval_every=2, max_steps=5: log lines and eval entries at steps 2 and 4, the final evaluation after
     step 5; log.jsonl is the returned log; run.json holds the experiment record the map asks for"""
     cfg = scenario(tmp_path, rng, max_steps=5, log_every=2, eval_every=2)
+    expected, config, documents, digests = replay.replay(cfg), *scenario_inputs(cfg)
     watched = submission.probe(probes.watch_training, cfg)
     result = watched["result"]
     if len(watched["steps"]) != 5:
@@ -504,7 +520,6 @@ def test_log_and_run_record(submission, rng, tmp_path):
                            "evaluation after every step that is a multiple of eval_every: [2, 4]")
     # Each evaluation against the learner's own weights of that moment, so a training bug elsewhere
     # does not show up here as an evaluation one.
-    config, documents = AutoConfig.from_pretrained(cfg["model_dir"]), replay.read_jsonl(cfg["eval_path"])
     own = {step: eval_of(config, watched["steps"][step - 1]["params"], documents, cfg["batch_size"])
            for step in (2, 4, 5)}
     for entry in result["eval"]:
@@ -525,7 +540,6 @@ def test_log_and_run_record(submission, rng, tmp_path):
     expected_commit = submission.git_head
     assert record["commit"] == expected_commit, \
         f"run.json says commit {record['commit']!r}; the learner's code is at {expected_commit!r} (null outside git)"
-    digests = {k: hashlib.sha256(open(cfg[k], "rb").read()).hexdigest() for k in ("train_path", "eval_path")}
     assert record["data_version"] == digests, \
         "data_version must identify the data files: {'train_path': sha256 of its bytes, 'eval_path': ...}"
     assert record["seed"] == cfg["seed"] and record["config"].get("max_lr") == cfg["max_lr"], \
@@ -541,7 +555,6 @@ def test_log_and_run_record(submission, rng, tmp_path):
     assert metrics.get("steps") == 5 and (metrics.get("tokens_per_s") or 0) > 0, \
         f"run.json's metrics say steps {metrics.get('steps')}, tokens_per_s {metrics.get('tokens_per_s')}: the run " \
         "took 5 optimizer steps, at some positive number of tokens per second"
-    expected = replay.replay(cfg)
     if [e["tokens"] for e in lines] == [expected["steps"][s - 1]["tokens"] for s in (2, 4)]:   # the batches were right
         tokens = sum(s["tokens"] for s in expected["steps"])
         assert metrics.get("tokens") == tokens, f"run.json's metrics say tokens {metrics.get('tokens')}: the run's " \
@@ -599,7 +612,8 @@ def test_steps_match_the_replay(submission, rng, tmp_path):
     """one micro-batch per step: batches, tokens, loss, gradient norm, lr and parameters match the replay, step by
     step, and no gradient is left once train returns"""
     cfg = scenario(tmp_path, rng)
-    compare_with_replay(submission.probe(probes.watch_training, cfg), replay.replay(cfg), "The optimizer step")
+    expected = replay.replay(cfg)
+    compare_with_replay(submission.probe(probes.watch_training, cfg), expected, "The optimizer step")
 
 
 @pytest.mark.points(4)
@@ -633,7 +647,8 @@ def test_active_clipping(submission, rng, tmp_path):
 def test_strong_weight_decay(submission, rng, tmp_path):
     """weight decay 0.5: only matrices and embeddings decay, in AdamW's decoupled way"""
     cfg = scenario(tmp_path, rng, weight_decay=0.5, max_lr=3e-2)
-    compare_with_replay(submission.probe(probes.watch_training, cfg), replay.replay(cfg), "Weight decay groups")
+    expected = replay.replay(cfg)
+    compare_with_replay(submission.probe(probes.watch_training, cfg), expected, "Weight decay groups")
 
 
 @pytest.mark.points(2)
@@ -646,8 +661,8 @@ def test_pretrained_init_from_a_bf16_checkpoint(submission, rng, tmp_path):
     model = AutoModelForCausalLM.from_config(LlamaConfig(**MICRO_LLAMA, attention_dropout=DROPOUT))
     model.to(torch.bfloat16).save_pretrained(tmp_path / "pretrained")
     cfg = scenario(tmp_path, rng, model_dir=str(tmp_path / "pretrained"), init="pretrained", max_steps=4)
-    compare_with_replay(submission.probe(probes.watch_training, cfg), replay.replay(cfg), "The optimizer step",
-                        rng_state=True)
+    expected = replay.replay(cfg)
+    compare_with_replay(submission.probe(probes.watch_training, cfg), expected, "The optimizer step", rng_state=True)
 
 
 @pytest.mark.points(2)
@@ -656,12 +671,12 @@ def test_pretrained_init_from_a_bf16_checkpoint(submission, rng, tmp_path):
 def test_bf16_autocast_keeps_float32_weights_and_state(submission, rng, tmp_path):
     """amp='bf16' on CPU: every training forward under bf16 autocast, parameters and AdamW state stay float32"""
     cfg = scenario(tmp_path, rng, amp="bf16", grad_accum_steps=2)
+    expected = replay.replay(cfg)
     watched = submission.probe(probes.watch_training, cfg)
     assert watched["dtypes"].get("params") == ["torch.float32"], \
         f"after bf16 training the parameters are {watched['dtypes'].get('params')}: keep fp32 master weights, use autocast"
     assert watched["dtypes"].get("optimizer_state") == ["torch.float32"], \
         f"AdamW's state is {watched['dtypes'].get('optimizer_state')}, expected float32"
-    expected = replay.replay(cfg)
     for step, (seen, want) in enumerate(zip(watched["steps"], expected["steps"]), start=1):
         check_forwards(step, seen["forwards"], want["batches"], "bf16")
     got_loss = [e["loss"] for e in watched["result"]["log"]]
@@ -788,8 +803,8 @@ def test_from_scratch_run_approaches_the_corpus_floor(submission, tmp_path, arti
 def test_bf16_on_cuda_tracks_the_fp32_reference(submission, rng, tmp_path):
     """amp='bf16' on CUDA: losses within bf16 noise of the fp32 replay"""
     cfg = scenario(tmp_path, rng, grad_accum_steps=2, amp="bf16", device="cuda")
-    result = submission.train(cfg)
     want = [s["loss"] for s in replay.replay({**cfg, "amp": None, "device": "cpu"})["steps"]]
+    result = submission.train(cfg)
     got = [e["loss"] for e in result["log"]]
     # bf16 noise against fp32: on CPU, autocast's losses differ from fp32 by 2.4e-5 over these steps;
     # CUDA's bf16 kernels have not been measured here, hence the loose bound of a tracking check.

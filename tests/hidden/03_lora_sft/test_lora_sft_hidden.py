@@ -11,15 +11,19 @@ generation with a reference adapter built here, and last the full SFT run.
 import json
 import math
 import string
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from safetensors.torch import load as safetensors_load
 from safetensors.torch import load_file
 
-from grader.core.checks import GRADING, ConceptError, assert_close, assert_equal, learner_path, sibling_module
+from grader.core.checks import (GRADING, ConceptError, assert_close, assert_equal, learner_file, learner_path,
+                                 sibling_module)
 from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")
@@ -77,6 +81,9 @@ INIT_SPREAD = 0.15
 # after get_peft_model, or trl's default learning rate (2e-5), stay at 0.00.
 SFT_TRAIN, SFT_STEPS, SFT_BATCH, SFT_LR, SFT_EVAL = 640, 80, 8, 3e-3, 100
 EXACT_MATCH_BAR = 0.60
+SFT_RANK = 16
+ADAPTER_CONFIG_BYTES = 64 << 10      # what the suite reads of a learner's adapter: a config is about 1 KB,
+ADAPTER_BYTES = 64 << 20             # the rank-16 weights of the tiny Llama 0.6 MB
 # GPU only: peak allocated CUDA memory of the same run in bf16 against exercise 04's LoRA state
 # estimate for the tiny model (2 bytes per base parameter + 16 per LoRA parameter, 4.0 MB). The run
 # also holds the fp32 LoRA copies autocast makes, activations of 8 short conversations and
@@ -704,7 +711,7 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     # the adapter on disk
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         assert (out_dir / name).is_file(), f"out_dir has no {name}: save the peft model with save_pretrained(out_dir)"
-    config = json.loads((out_dir / "adapter_config.json").read_text())
+    config = json.loads(learner_file(out_dir / "adapter_config.json", tmp_path, limit=ADAPTER_CONFIG_BYTES))
     settings = {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"), "lora_dropout": config.get("lora_dropout"),
                 "task_type": config.get("task_type")}
     assert settings == {"r": 4, "lora_alpha": 12, "lora_dropout": 0.1, "task_type": "CAUSAL_LM"}, \
@@ -712,7 +719,7 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     targets = config.get("target_modules")
     targets = set(targets) if isinstance(targets, list) else {targets}
     assert targets == LLAMA_LINEARS, f"the adapter targets {sorted(map(str, targets))}; all-linear means {sorted(LLAMA_LINEARS)}"
-    stored = load_file(str(out_dir / "adapter_model.safetensors"))
+    stored = safetensors_load(learner_file(out_dir / "adapter_model.safetensors", tmp_path, limit=ADAPTER_BYTES))
     assert stored and all("lora_A" in k or "lora_B" in k for k in stored), \
         f"adapter_model.safetensors holds {[k for k in stored if 'lora_' not in k][:2]}: save the LoRA weights only"
     # the model and the optimizer
@@ -836,9 +843,35 @@ def test_generate_reply_of_the_base_model(submission, max_new_tokens):
 
 # ================================================================ Does it learn?
 
+@pytest.fixture
+def trusted_folder():
+    """A folder outside the one the learner's code shares with the tests."""
+    with tempfile.TemporaryDirectory(prefix="grader-trusted-") as folder:
+        yield Path(folder)
+
+
+def _checked_adapter(adapter_dir, tmp_path, r, into: Path) -> str:
+    """The adapter the learner's run saved, checked and copied into `into`, for peft
+    to load in this process: adapter_config.json must describe a LoRA adapter of rank `r` (peft
+    sizes the layers it builds from that file before it compares them with the weights), and both
+    files are read within their size limits."""
+    folder = learner_path(adapter_dir, tmp_path)
+    config = json.loads(learner_file(folder / "adapter_config.json", tmp_path, limit=ADAPTER_CONFIG_BYTES))
+    assert isinstance(config, dict), "adapter_config.json does not hold a JSON object: save with save_pretrained"
+    shape = {"peft_type": config.get("peft_type"), "r": config.get("r"),
+             **{key: config.get(key) or None for key in ("rank_pattern", "layer_replication", "modules_to_save")}}
+    want = {"peft_type": "LORA", "r": r, "rank_pattern": None, "layer_replication": None, "modules_to_save": None}
+    assert shape == want, \
+        f"adapter_config.json describes {shape}; the run asked for a LoRA adapter of rank {r}, as LoraConfig saves it"
+    weights = learner_file(folder / "adapter_model.safetensors", tmp_path, limit=ADAPTER_BYTES)
+    (into / "adapter_config.json").write_text(json.dumps(config))
+    (into / "adapter_model.safetensors").write_bytes(weights)
+    return str(into)
+
+
 def _sft_run(submission, tmp_path, **extra):
     train_path, _ = _train_file(tmp_path, SFT_TRAIN)
-    kwargs = dict(r=16, alpha=32, dropout=0.05, max_steps=SFT_STEPS, learning_rate=SFT_LR, batch_size=SFT_BATCH, seed=0)
+    kwargs = dict(r=SFT_RANK, alpha=32, dropout=0.05, max_steps=SFT_STEPS, learning_rate=SFT_LR, batch_size=SFT_BATCH, seed=0)
     eval_rows = oracles.load_checker().load_examples(DATASETS / "sft" / "eval.jsonl")[:SFT_EVAL]
     tok = oracles.tokenizer()
     probe_ids = torch.tensor([tok.apply_chat_template(eval_rows[0]["messages"], tokenize=True, return_dict=True)["input_ids"]])
@@ -850,12 +883,12 @@ def _sft_run(submission, tmp_path, **extra):
 @pytest.mark.points(6)
 @pytest.mark.concept(LEARNING)
 @pytest.mark.timeout(600)
-def test_sft_teaches_the_skill(submission, tmp_path):
+def test_sft_teaches_the_skill(submission, tmp_path, trusted_folder):
     """80 steps of 8 conversations: base unchanged, the adapter reloads and merges to the same logits, exact match >= the bar"""
     seen, eval_rows, probe_ids = _sft_run(submission, tmp_path)
-    adapter_dir = learner_path(seen["result"]["adapter_dir"], tmp_path)
     try:            # what the run must leave behind is the contract of "The real thing"; the skill is this section's
         _check_frozen_base(seen)
+        adapter_dir = _checked_adapter(seen["result"]["adapter_dir"], tmp_path, r=SFT_RANK, into=trusted_folder)
         reloaded = oracles.load_model(adapter_dir)
         merged = oracles.load_model(adapter_dir, merge=True)
         with torch.no_grad():
@@ -879,10 +912,11 @@ def test_sft_teaches_the_skill(submission, tmp_path):
 @pytest.mark.points(2)
 @pytest.mark.concept(LEARNING)
 @pytest.mark.timeout(600)
-def test_sft_in_bf16_on_cuda(submission, tmp_path):
+def test_sft_in_bf16_on_cuda(submission, tmp_path, trusted_folder):
     """the same run on CUDA in bf16: exact match >= the bar; peak memory within a stated factor of exercise 04's LoRA estimate"""
     seen, eval_rows, _ = _sft_run(submission, tmp_path, measure_cuda_memory=True)
-    score, _ = oracles.exact_match(learner_path(seen["result"]["adapter_dir"], tmp_path), eval_rows)
+    adapter_dir = _checked_adapter(seen["result"]["adapter_dir"], tmp_path, r=SFT_RANK, into=trusted_folder)
+    score, _ = oracles.exact_match(adapter_dir, eval_rows)
     assert score >= EXACT_MATCH_BAR, f"exact match {score:.2f} after the bf16 CUDA run; the bar is {EXACT_MATCH_BAR}"
     want = oracles.peft_adapted(TINY_LLAMA, 16)
     estimate = 2 * (want["total"] - want["trainable"]) + 16 * want["trainable"]
