@@ -98,6 +98,32 @@ def test_missing_blob_and_unknown_kind_are_refused():
         wire.unpack({"$": "pickle", "v": "..."}, [])
 
 
+@pytest.mark.parametrize("value, blobs", [
+    ({"$": "ndarray", "blob": 0}, [_npy_header("<f8", (-2, -2)) + b"\x00" * 32]),     # -2 x -2 "holds" 4 values
+    ({"$": "tuple"}, []),
+    ({"$": "float", "v": [1]}, []),
+    ({"$": "dict", "items": 3}, []),
+    (__import__("functools").reduce(lambda inner, _: [inner], range(100_000), 0), []),
+])
+def test_every_malformed_value_is_a_wire_error(value, blobs):
+    """What the other side sends is data to check, never a reason for the reader to fail in
+    some other way: each of these is refused as malformed."""
+    with pytest.raises(wire.WireError):
+        wire.unpack(value, blobs)
+
+
+@pytest.mark.parametrize("meta", [b"[" * 100_000 + b"]" * 100_000, b'["h", "blobs"]', b'{"h": 1, "blobs": []}',
+                                  b'{"h": {}, "blobs": 7}'])
+def test_every_malformed_message_is_a_wire_error(meta):
+    channel, r, w = _pipe_channel()
+    os.write(w, len(meta).to_bytes(8, "big"))
+    writer = __import__("threading").Thread(target=os.write, args=(w, meta))
+    writer.start()
+    with pytest.raises(wire.WireError):
+        channel.receive(time.monotonic() + 5)
+    writer.join()
+
+
 def _pipe_channel():
     r, w = os.pipe()
     return wire.Channel(r, w), r, w

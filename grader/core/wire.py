@@ -71,7 +71,14 @@ def pack(value) -> tuple[object, list[bytes]]:
 
 
 def unpack(obj, blobs: list[bytes]):
-    return _unpack(obj, blobs)
+    """The value `pack` made of `obj` and `blobs`; anything else the other side could send is a
+    WireError, whatever it trips over (a missing field, a wrong type, nesting too deep)."""
+    try:
+        return _unpack(obj, blobs)
+    except WireError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise WireError(f"malformed value: {type(exc).__name__}: {str(exc)[:80]}") from None
 
 
 def roundtrip(value):
@@ -208,6 +215,8 @@ def _npy_array(data: bytes) -> np.ndarray:
         raise WireError(f"malformed array: {exc}") from None
     if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None:
         raise WireError(f"refused array of dtype {dtype}")
+    if any(not isinstance(n, int) or n < 0 for n in shape):
+        raise WireError(f"refused array of shape {shape}")
     count = math.prod(shape)
     if count * dtype.itemsize != len(data) - stream.tell():
         raise WireError(f"array of shape {shape} and dtype {dtype} does not match its byte count")
@@ -298,8 +307,10 @@ class Channel:
         try:
             meta = json.loads(self._read(size, deadline, while_waiting))
             header, sizes = meta["h"], meta["blobs"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise WireError(f"malformed message: {exc}") from None
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise WireError(f"malformed message: {type(exc).__name__}: {str(exc)[:80]}") from None
+        if not isinstance(header, dict) or not isinstance(sizes, list):
+            raise WireError("malformed message: its header is not an object with a list of blob sizes")
         if any(not isinstance(n, int) or not 0 <= n <= MAX_BLOB_BYTES for n in sizes) \
                 or sum(sizes) > MAX_MESSAGE_BYTES:
             raise WireError("message announces blobs over the size limit")
