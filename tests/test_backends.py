@@ -1,6 +1,9 @@
 """The two backends behind the `submission` fixture behave alike, and the worker survives
 whatever a learner's module does: raise, exit, crash, hang, print, return objects."""
+import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -196,6 +199,32 @@ def test_a_child_held_before_its_exec_does_not_keep_the_worker_from_pausing(tmp_
         assert len(backend.startup_seconds) == 1, "the worker was replaced: it could not be paused"
     finally:
         backend.close()
+
+
+ZOMBIE_LEADER = """
+import ctypes, platform, threading, time
+threading.Thread(target=time.sleep, args=(120,)).start()
+ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)     # exit(2): this thread alone
+"""
+
+
+def test_a_process_whose_first_thread_exited_counts_as_paused_only_once_its_other_threads_stop():
+    """/proc/<pid>/stat shows the first thread: once it has exited, "Z", while the other threads
+    run on. Taking that for stopped let such a process run between calls."""
+    process = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the first thread never exited"
+            time.sleep(0.01)
+        assert not worker_process._paused(process.pid), "a process with a running thread was taken for paused"
+        os.kill(process.pid, signal.SIGSTOP)
+        while not worker_process._paused(process.pid):
+            assert time.monotonic() < deadline, "SIGSTOP never stopped the other thread"
+            time.sleep(0.01)
+    finally:
+        process.kill()
+        process.wait()
 
 
 STRAYS = """

@@ -6,12 +6,13 @@ or output.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from grader.core.intake import Unreadable, read_inside, resolved_inside
 from grader.core.loading import sibling_module  # noqa: F401  (the suites' import)
 
 
@@ -109,30 +110,34 @@ def learner_path(path, within) -> Path:
     who may read what learner code may not (the course, another learner's folder): any other path
     fails the test, saying why."""
     __tracebackhide__ = True
-    if not isinstance(path, (str, os.PathLike)):
-        raise AssertionError(f"expected a path (str), got {type(path).__name__}")
-    real, root = os.path.realpath(path), os.path.realpath(within)
-    if not real.startswith(root + os.sep):
-        raise AssertionError(f"{path} is not inside the folder the test gave your code ({within}): the grader reads "
-                             "only what your code wrote there")
-    return Path(real)
+    with _refused_as_failure(path, within):
+        return resolved_inside(within, path)
 
 
 def learner_file(path, within, limit: int = LEARNER_FILE_BYTES) -> bytes:
     """The bytes of a regular file inside `within` (see `learner_path`), at most `limit` of them."""
     __tracebackhide__ = True
-    real = learner_path(path, within)
+    with _refused_as_failure(path, within, limit):
+        return read_inside(within, path, limit)
+
+
+@contextlib.contextmanager
+def _refused_as_failure(path, within, limit: int = 0):
+    """Each reason `intake` refuses a path the learner's code named, as a failed test."""
+    __tracebackhide__ = True
+    if not isinstance(path, (str, os.PathLike)):
+        raise AssertionError(f"expected a path (str), got {type(path).__name__}")
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise AssertionError(f"{path} could not be read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise AssertionError(f"{path} is not a regular file")
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise AssertionError(f"{path} holds more than {limit:,} bytes, more than this test reads")
-    return data
+        yield
+    except Unreadable as exc:
+        why = {"missing": "could not be read: No such file or directory",
+               "outside": f"is not inside the folder the test gave your code ({within}): the grader reads only what "
+                          "your code wrote there",
+               "not a file": "is not a regular file",
+               "too large": f"holds more than {limit:,} bytes, more than this test reads",
+               "grew": f"holds more than {limit:,} bytes, more than this test reads",
+               "unreadable": f"could not be read: {exc.reason}"}[exc.kind]
+        raise AssertionError(f"{path} {why}") from None
 
 
 def _index(position) -> tuple[int, ...]:

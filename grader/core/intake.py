@@ -3,6 +3,8 @@ here, once, after the checks (never a path the learner could change later)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 from grader.core.loading import StudentImportError
@@ -10,26 +12,66 @@ from grader.core.loading import StudentImportError
 MODULE_LIMIT_BYTES = 1 << 20       # a learner's module: 1 MiB is hundreds of times a real one
 
 
+class Unreadable(Exception):
+    """Why `read_inside` did not read a file: `kind` is "missing", "outside", "not a file",
+    "too large" (with the file's `size`), "grew" or "unreadable" (with the system's `reason`)."""
+
+    def __init__(self, kind: str, size: int | None = None, reason: str = ""):
+        super().__init__(kind)
+        self.kind, self.size, self.reason = kind, size, reason
+
+
+def resolved_inside(root: Path, path: Path) -> Path:
+    """`path` with its links resolved, if that lies inside `root` (not `root` itself); else
+    Unreadable("outside")."""
+    resolved, root = Path(path).resolve(), Path(root).resolve()
+    if resolved == root or not resolved.is_relative_to(root):
+        raise Unreadable("outside")
+    return resolved
+
+
+def read_inside(root: Path, path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a file a learner named, if with its links resolved it is a regular
+    file inside `root` of at most `limit` bytes; else Unreadable saying which it is not. It is
+    opened without following a last link or waiting on a pipe, and read no further than the
+    limit, so a file that changed or grew after the checks is caught too."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        raise Unreadable("missing")
+    resolved = resolved_inside(root, path)
+    try:
+        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise Unreadable("unreadable", reason=exc.strerror) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable("not a file")
+        if info.st_size > limit:
+            raise Unreadable("too large", size=info.st_size)
+        with os.fdopen(os.dup(fd), "rb") as file:
+            data = file.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Unreadable("grew")
+    return data
+
+
 def read_module(root: Path, path: Path) -> bytes:
     """The module's bytes, or StudentImportError saying why it cannot be graded: missing, a link
     that leaves the submission, not a regular file, or over the size limit."""
-    path, root = Path(path), Path(root)
-    if not path.exists() and not path.is_symlink():
-        raise StudentImportError(f"{path.name} was not found (looked for {path})")
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root.resolve()):
-        raise StudentImportError(f"{path.name} is a link to a file outside the submission; "
-                                 "only files inside the submission are graded")
-    if not resolved.is_file():
-        raise StudentImportError(f"{path.name} is not a regular file")
-    size = resolved.stat().st_size
-    if size > MODULE_LIMIT_BYTES:
-        raise StudentImportError(f"{path.name} is {size:,} bytes; a module may be at most "
-                                 f"{MODULE_LIMIT_BYTES:,} bytes")
-    data = resolved.read_bytes()[: MODULE_LIMIT_BYTES + 1]
-    if len(data) > MODULE_LIMIT_BYTES:          # it grew after the check
-        raise StudentImportError(f"{path.name} changed while it was being read")
-    return data
+    path = Path(path)
+    try:
+        return read_inside(root, path, MODULE_LIMIT_BYTES)
+    except Unreadable as exc:
+        why = {"missing": f"was not found (looked for {path})",
+               "outside": "is a link to a file outside the submission; only files inside the submission are graded",
+               "not a file": "is not a regular file",
+               "too large": f"is {exc.size or 0:,} bytes; a module may be at most {MODULE_LIMIT_BYTES:,} bytes",
+               "grew": "changed while it was being read",
+               "unreadable": f"could not be read: {exc.reason}"}[exc.kind]
+        raise StudentImportError(f"{path.name} {why}") from None
 
 
 def sha256(data: bytes) -> str:

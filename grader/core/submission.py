@@ -13,6 +13,7 @@ code can never mutate a test's inputs.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,13 +183,8 @@ class WorkerBackend:
             return
         if self._startup_failure is not None:
             raise self._startup_failure_again()
-        try:
+        with self._clearing_strays(f"importing {self.module_path.name}"):
             self._start(deadline)
-        finally:
-            strays = remove_strays(self.context.spec.writable_dirs)
-        if strays:
-            self._stop(wait_s=0)
-            raise WorkerCrashed(_strays_message(f"importing {self.module_path.name}", strays))
 
     def _start(self, deadline: float) -> None:
         __tracebackhide__ = True
@@ -237,14 +233,24 @@ class WorkerBackend:
         return type(self._startup_failure)(*self._startup_failure.args)
 
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+        with self._clearing_strays(f"{name}()"):
+            return self._call(header, blobs, deadline, name)
+
+    @contextlib.contextmanager
+    def _clearing_strays(self, what: str):
+        """Learner code runs within: once it has stopped, however that went, what it left in the
+        shared folders that would lead a test out of them is removed (`remove_strays`); if there
+        was any, `what` fails saying so."""
+        __tracebackhide__ = True
         try:
-            reply = self._call(header, blobs, deadline, name)
+            yield
         finally:
             strays = remove_strays(self.context.spec.writable_dirs)
         if strays:
             self._stop(wait_s=0)
-            raise WorkerCrashed(_strays_message(f"{name}()", strays))
-        return reply
+            shown = "; ".join(strays[:3]) + (" ..." if len(strays) > 3 else "")
+            raise WorkerCrashed(f"{what} left links leading out of the folders it was given, or pipes, in them "
+                                f"(removed: {shown}): the tests read and write only inside those folders")
 
     def _call(self, header: dict, blobs: list[bytes], deadline: float, name: str):
         self._host.resume()
@@ -309,12 +315,6 @@ class WorkerBackend:
         if self._host is not None:
             self._host.close()
             self._host = None
-
-
-def _strays_message(what: str, strays: list[str]) -> str:
-    shown = "; ".join(strays[:3]) + (" ..." if len(strays) > 3 else "")
-    return (f"{what} left links leading out of the folders it was given, or pipes, in them (removed: {shown}): the "
-            "tests read and write only inside those folders")
 
 
 BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}

@@ -228,7 +228,8 @@ class WorkerHost:
 
     def end(self, worker: Worker) -> None:
         """Kill one worker, and pause what is left of the host (the zygote, and anything the
-        worker left running in the jail) until the next `spawn`. The proof of its death is its
+        worker left running in the jail) until the next `spawn`; what ran meanwhile may have left
+        strays in the shared folders, which go too (`remove_strays`). The proof of its death is its
         channel closing; without that proof within a second, the whole host is killed."""
         self.resume()
         self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=1.0)
@@ -244,6 +245,7 @@ class WorkerHost:
             self._workers.remove(worker)
         if self.alive():
             self.pause()
+        remove_strays(self.spec.writable_dirs)
 
     def read_messages(self, until, wait_s: float) -> None:
         """Read what the zygote says (pids of new workers, how workers ended) until `until()`
@@ -492,14 +494,14 @@ def remove_strays(folders) -> list[str]:
     pipe a read would hang on, a socket). The trusted side calls it whenever learner code has
     stopped running, before any test touches those folders again; it returns what it removed, as
     `path -> where it led`."""
-    roots = [os.path.realpath(folder) for folder in folders]
+    roots = [Path(folder).resolve() for folder in folders]
     removed = []
     for path, info in list(_entries(folders)):        # all of them: a stray hides nowhere
         if stat.S_ISLNK(info.st_mode):
-            target = os.path.realpath(path)
-            if any(target == root or target.startswith(root + os.sep) for root in roots):
+            target = Path(path).resolve()
+            if any(target.is_relative_to(root) for root in roots):
                 continue
-            what = target
+            what = str(target)
         elif stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
             continue
         else:

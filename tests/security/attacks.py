@@ -25,7 +25,7 @@ from typing import Callable
 
 from grader.core.loading import sibling_module
 from grader.reports.report import ScoreReport
-from grader.tasks import HIDDEN, SOLUTIONS
+from grader.tasks import HIDDEN, SOLUTIONS, task_named
 
 hostile = sibling_module(__file__, "hostile")
 TASK, STUB, REFERENCE = hostile.TASK, hostile.STUB, hostile.REFERENCE
@@ -190,10 +190,14 @@ def same_outcome_as(honest: str):
 
 # ---------------------------------------------------------------- submissions built by hand
 
-def _course_layout(folder: Path, source: str) -> Path:
-    path = folder / TASK / "attention.py"
-    path.parent.mkdir(parents=True)
-    path.write_text(source, encoding="utf-8")
+def course_layout(folder: Path, modules: dict[str, str]) -> Path:
+    """A submission in the course layout: for each task (as `task_named` takes it) its module's
+    source, at `folder/NN_name/<module>.py`."""
+    for name, source in modules.items():
+        task = task_named(name)
+        path = folder / task.name / f"{task.module}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
     return folder
 
 
@@ -222,7 +226,7 @@ def symlinked_task_folder(folder: Path, context: Context) -> Path:
 def git_dir_link(folder: Path, context: Context) -> Path:
     """`.git` is a link to the course root, so that the git folder bound beside the module
     would be the whole course, solutions included."""
-    _course_layout(folder, hostile.at_import("", STUB)(context) + "\n" + hostile.GIT_LINK_DELEGATE)
+    course_layout(folder, {TASK: hostile.at_import("", STUB)(context) + "\n" + hostile.GIT_LINK_DELEGATE})
     (folder / ".git").symlink_to(context.course, target_is_directory=True)
     return folder
 
@@ -262,7 +266,7 @@ def dotdot_zip(folder: Path, context: Context) -> Path:
 def gradebook_name(folder: Path, context: Context) -> Path:
     """A submission folder named like the batch's gradebook."""
     folder.mkdir(parents=True)
-    return _course_layout(folder / "summary.csv", STUB)
+    return course_layout(folder / "summary.csv", {TASK: STUB})
 
 
 def _write_zip(path: Path, entries) -> Path:
@@ -276,7 +280,7 @@ def _write_zip(path: Path, entries) -> Path:
 
 
 def huge_module(folder: Path, context: Context) -> Path:
-    return _course_layout(folder, STUB + "\n" + ("# padding " * 100 + "\n") * 5300)
+    return course_layout(folder, {TASK: STUB + "\n" + ("# padding " * 100 + "\n") * 5300})
 
 
 # ---------------------------------------------------------------- checks of single attacks
@@ -569,7 +573,7 @@ ATTACKS = [
 def bystanders(folder: Path) -> dict[str, Path]:
     """Honest submissions graded in the same batch as the attacks (the first two before them,
     the rest after), each of which must score exactly what it scores alone."""
-    return {name: _course_layout(folder / name, source) for name, source in (
+    return {name: course_layout(folder / name, {TASK: source}) for name, source in (
         ("reference_first", REFERENCE), ("stub_first", STUB), ("honest_loops", hostile.honest_loops()),
         ("reference_last", REFERENCE), ("stub_last", STUB))}
 

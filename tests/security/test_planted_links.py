@@ -12,7 +12,7 @@ import pytest
 
 from grader.core.loading import sibling_module
 from grader.reports.report import read_report
-from grader.tasks import COURSE_ROOT, EXERCISES, task_named
+from grader.tasks import COURSE_ROOT, EXERCISES, locate_module, task_named
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
@@ -25,12 +25,9 @@ import threading, time
 _TARGETS = {"train.jsonl": CONTEXT["canaries"][0], "eval.jsonl": CONTEXT["canaries"][1],
             "log.jsonl": CONTEXT["canaries"][0], "model": CONTEXT["canaries"][1]}
 
-def _plant(seen):
-    """Links in every folder of the shared folder not seen before."""
+def _plant():
+    """Links in every folder of the shared folder, where none is yet (again where one was removed)."""
     for folder, dirs, files in _os.walk(scratch_dir()):
-        if folder in seen:
-            continue
-        seen.add(folder)
         for name, target in _TARGETS.items():
             try:
                 _os.symlink(target, _os.path.join(folder, name))
@@ -38,10 +35,9 @@ def _plant(seen):
             except OSError:
                 pass
 
-def _plant_forever(seen=None):
-    seen = set() if seen is None else seen
+def _plant_forever():
     while True:
-        _plant(seen)
+        _plant()
         time.sleep(0.0005)
 
 threading.Thread(target=_plant_forever, daemon=True).start()
@@ -49,10 +45,16 @@ threading.Thread(target=_plant_forever, daemon=True).start()
 
 ZOMBIE_LEADER_PLANTER = PLANTER.replace("threading.Thread(target=_plant_forever, daemon=True).start()", '''
 import ctypes, platform
-if once("zombie-leader") and _os.fork() == 0:
-    threading.Thread(target=_plant_forever).start()
-    # exit(2) of this thread alone, not exit_group: the process lives on as "Z"
-    ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
+if once("zombie-leader"):
+    _up_r, _up_w = _os.pipe()
+    if _os.fork() == 0:
+        _plant()                          # once, and said so, before the worker goes on
+        threading.Thread(target=_plant_forever).start()
+        _os.write(_up_w, b"up")
+        # exit(2) of this thread alone, not exit_group: the process lives on as "Z"
+        ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
+    _os.close(_up_w)
+    _os.read(_up_r, 2)
 ''')
 
 # A daemon left behind by a module whose import fails: the worker is killed, the jail lives on.
@@ -61,11 +63,10 @@ _up_r, _up_w = _os.pipe()
 if _os.fork() == 0:
     _os.setsid()
     if _os.fork() == 0:
-        _seen = set()
-        _plant(_seen)                     # once, and said so, before the import fails
+        _plant()                          # once, and said so, before the import fails
         _os.write(_up_w, b"up")
         _os.closerange(3, 1 << 16)        # the worker's channel closes with the worker: it looks gone
-        _plant_forever(_seen)
+        _plant_forever()
     _os._exit(0)
 _os.close(_up_w)
 _os.read(_up_r, 2)
@@ -79,6 +80,10 @@ PLANTERS = {"thread": ("02", PLANTER), "zombie_leader": ("02", ZOMBIE_LEADER_PLA
             "failed_import": ("01", DAEMON_AFTER_A_FAILED_IMPORT)}
 
 
+def stub(name: str) -> str:
+    return locate_module(EXERCISES, task_named(name)).read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("planter", PLANTERS)
 def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
     marker = harness.new_marker()
@@ -87,13 +92,9 @@ def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
                               port=0, abstract_socket=marker, host_addresses=[], bystanders={},
                               canaries=tuple(str(c) for c in canaries))
     planted_in, planter_code = PLANTERS[planter]
-    for task in {task_named("02"), task_named(planted_in)}:
-        module = tmp_path / "planter" / task.name / f"{task.module}.py"
-        module.parent.mkdir(parents=True, exist_ok=True)
-        stub = (EXERCISES / task.name / f"{task.module}.py").read_text(encoding="utf-8")
-        if task.name.startswith(planted_in):
-            stub = attacks.hostile.prelude(context) + planter_code + stub
-        module.write_text(stub, encoding="utf-8")
+    modules = {name: stub(name) for name in ("02", planted_in)}
+    modules[planted_in] = attacks.hostile.prelude(context) + planter_code + modules[planted_in]
+    attacks.course_layout(tmp_path / "planter", modules)
 
     before = harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT))
     try:

@@ -8,8 +8,9 @@ import pytest
 
 from grader.core.loading import sibling_module
 from grader.reports.report import read_report
-from grader.tasks import EXERCISES, task_named
+from grader.tasks import EXERCISES, locate_module, task_named
 
+attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
 
 pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
@@ -38,11 +39,8 @@ def train(cfg):
 
 def grade_exercise_02(tmp_path, train_source: str):
     """Grade the exercise-02 stub with `train` replaced; the path of its score report."""
-    task = task_named("02")
-    module = tmp_path / "learner" / task.name / f"{task.module}.py"
-    module.parent.mkdir(parents=True)
-    stub = (EXERCISES / task.name / f"{task.module}.py").read_text(encoding="utf-8")
-    module.write_text(stub + train_source, encoding="utf-8")
+    stub = locate_module(EXERCISES, task_named("02")).read_text(encoding="utf-8")
+    attacks.course_layout(tmp_path / "learner", {"02": stub + train_source})
     cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", "02", "--out-dir", tmp_path / "out"],
                           harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=800)
     assert cli.returncode in (0, 1), cli.output[-2000:]

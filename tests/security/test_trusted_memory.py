@@ -8,8 +8,9 @@ import pytest
 
 from grader.core.loading import sibling_module
 from grader.reports.report import read_report
-from grader.tasks import SOLUTIONS, task_named
+from grader.tasks import SOLUTIONS, locate_module, task_named
 
+attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
 
 pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
@@ -56,11 +57,9 @@ def sft_with_peft_trl(model_dir, train_path, out_dir, **kwargs):
 
 
 def test_learner_files_cannot_swell_the_grading_process(tmp_path):
-    for task, bombs in (("02", TRAIN_LOOP_BOMBS), ("03", LORA_SFT_BOMBS)):
-        task = task_named(task)
-        module = tmp_path / "learner" / task.name / f"{task.module}.py"
-        module.parent.mkdir(parents=True)
-        module.write_text((SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8") + bombs)
+    reference = {name: locate_module(SOLUTIONS, task_named(name)).read_text(encoding="utf-8") for name in ("02", "03")}
+    attacks.course_layout(tmp_path / "learner", {"02": reference["02"] + TRAIN_LOOP_BOMBS,
+                                                 "03": reference["03"] + LORA_SFT_BOMBS})
     with harness.Watch(tmp_path / "tmp") as watch:
         cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", "02", "03", "--out-dir", tmp_path / "out"],
                               harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
