@@ -351,6 +351,74 @@ def test_a_probe_the_learners_code_replaced_is_the_learners_failure(tmp_path, ki
         backend.close()
 
 
+WITNESSED_PROBES = """
+def tally_doubles(module, witness, n):
+    return [witness.tally(module.double(i)) for i in range(n)]
+
+def asks(module, witness, question, *args):
+    try:
+        return getattr(witness, question)(*args)
+    except RuntimeError as exc:
+        return f"refused: {exc}"
+"""
+
+
+class Tally:
+    """A witness: it sees the values a probe reports to it, here in the test's process."""
+    QUESTIONS = ("tally",)
+
+    def __init__(self):
+        self.seen = []
+
+    def tally(self, value):
+        if type(value) is not int:
+            raise TypeError("tally takes whole numbers")
+        self.seen.append(value)
+        return len(self.seen)
+
+    def answer_key(self):                   # a method the witness does not offer
+        return "the hidden answer"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_witnessed_probe_asks_the_tests_witness_which_answers_only_what_it_offers(tmp_path, kind):
+    probe_file = tmp_path / "probes.py"
+    probe_file.write_text(WITNESSED_PROBES)
+    probes = load_module(probe_file)
+    backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path, probe_files=[probe_file])
+    try:
+        submission, tally = Submission(backend, time.monotonic() + 20), Tally()
+        assert submission.probe(probes.tally_doubles, 3, witness=tally) == [1, 2, 3]
+        assert tally.seen == [0, 2, 4], "the witness, in this process, saw what the probe reported"
+        assert submission.probe(probes.asks, "answer_key", witness=tally) == \
+            "refused: the witness answers tally, not 'answer_key'"
+        assert submission.probe(probes.asks, "tally", "2", witness=tally) == "refused: TypeError: tally takes whole numbers"
+        assert tally.seen == [0, 2, 4]
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_a_question_outside_a_witnessed_probe_is_a_broken_reply(tmp_path, kind):
+    """Learner code that finds the worker's channel and asks a question of its own, where the
+    test gave no witness: the worker is replaced, as for any message that is not a reply."""
+    asking = LEARNER + textwrap.dedent("""
+        def ask_on_its_own():
+            import gc
+            from grader.core import dispatch
+            channel = next(o for o in gc.get_objects() if type(o).__name__ == "Channel")
+            channel.send(*dispatch.question("tally", (1,)))
+            return channel.receive()
+    """)
+    backend = make_backend(kind, write_module(tmp_path, asking), tmp_path)
+    try:
+        with pytest.raises(WorkerCrashed, match="broken reply.*outside a witnessed probe"):
+            call(backend, "ask_on_its_own")
+        assert call(backend, "double", 4) == 8          # a fresh worker answers the next call
+    finally:
+        backend.close()
+
+
 def test_a_course_kept_in_tmp_is_read_only_in_the_sandbox(tmp_path_factory, monkeypatch, request):
     """A course below /tmp (a CI clone, an unpacked Gradescope zip): the folders above the files
     bound into the jail are not the jail's writable /tmp, so nothing can be planted beside them."""

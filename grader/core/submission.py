@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.dispatch import answer
+from grader.core.dispatch import answer, asking
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
@@ -97,9 +97,9 @@ class InProcessBackend:
         if self._module is None:
             self._module = load_module(self.module_path)
 
-    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness=None):
         self._raised = []
-        return answer(self._module, self.module_path, header, blobs, raised=self._raised)
+        return answer(self._module, self.module_path, header, blobs, asking(witness), raised=self._raised)
 
     def learner_traceback(self):
         """The learner's own frames of what the last call raised: what pytest shows under the
@@ -232,9 +232,9 @@ class WorkerBackend:
     def _startup_failure_again(self) -> SubmissionFailure:
         return type(self._startup_failure)(*self._startup_failure.args)
 
-    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness=None):
         with self._clearing_strays(f"{name}()"):
-            return self._call(header, blobs, deadline, name)
+            return self._call(header, blobs, deadline, name, witness)
 
     @contextlib.contextmanager
     def _clearing_strays(self, what: str):
@@ -252,10 +252,10 @@ class WorkerBackend:
             raise WorkerCrashed(f"{what} left links leading out of the folders it was given, or pipes, in them "
                                 f"(removed: {shown}): the tests read and write only inside those folders")
 
-    def _call(self, header: dict, blobs: list[bytes], deadline: float, name: str):
+    def _call(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness):
         self._host.resume()
         try:
-            reply = self._worker.request(header, blobs, deadline)
+            reply = self._worker.request(header, blobs, deadline, witness)
         except wire.ChannelTimeout:
             self._stop(wait_s=0)
             raise CallTimeout(f"{name}() did not return within the time limit") from None
@@ -320,13 +320,14 @@ class WorkerBackend:
 BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}
 
 
-def call(backend, target: dict, arguments: tuple, deadline: float):
-    """One call through `backend`: the request out, the reply back as a value or a failure."""
+def call(backend, target: dict, arguments: tuple, deadline: float, witness=None):
+    """One call through `backend`: the request out, the reply back as a value or a failure; a
+    witnessed probe's questions are answered by `witness` meanwhile."""
     __tracebackhide__ = True    # a failure shows the test's line and the learner's, not this dispatch
     name = target.get("function") or target["probe"]
     backend.start(deadline)
     packed, blobs = wire.pack(arguments)
-    reply, reply_blobs = backend.exchange({"target": target, "arguments": packed}, blobs, deadline, name)
+    reply, reply_blobs = backend.exchange({"target": target, "arguments": packed}, blobs, deadline, name, witness)
     if reply.get("ok"):
         try:
             return wire.unpack(reply["value"], reply_blobs)
@@ -384,24 +385,30 @@ class Submission:
         """How the learner's process died or hung during this test, if it did."""
         return self._broken
 
-    def _call(self, target: dict, arguments: tuple):
+    def _call(self, target: dict, arguments: tuple, witness=None):
         __tracebackhide__ = True
         if self._broken is not None:
             raise type(self._broken)(*self._broken.args)
         try:
-            return call(self._backend, target, arguments, self._deadline)
+            return call(self._backend, target, arguments, self._deadline, witness)
         except (WorkerCrashed, CallTimeout) as failure:
             self._broken = failure
             raise
 
-    def probe(self, probe, /, *args, **kwargs):
+    def probe(self, probe, /, *args, witness=None, **kwargs):
         """Run the trusted function `probe(module, *args, **kwargs)` beside the learner's code.
-        It must be a top-level function of a course file; it returns data."""
+        It must be a top-level function of a course file; it returns data. With a `witness`
+        (an object of the test's, listing the methods a probe may call in QUESTIONS), the probe
+        is called as `probe(module, witness, *args, **kwargs)` and each call of a witness method
+        runs here, in the test's process, out of the learner's reach: what the witness counts
+        and times is the test's own measurement (see `grader.core.dispatch`)."""
         __tracebackhide__ = True
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")
         target = {"probe": probe.__name__, "file": probe.__code__.co_filename}
-        return self._call(target, (args, kwargs))
+        if witness is not None:
+            target["witnessed"] = True
+        return self._call(target, (args, kwargs), witness)
 
     @property
     def module_path(self) -> Path:

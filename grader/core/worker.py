@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.dispatch import answer
+from grader.core.dispatch import answer, asking_over
 from grader.core.loading import StudentImportError, load_module
 
 PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
@@ -47,12 +47,13 @@ def serve(module_path: Path, channel: wire.Channel) -> None:
         channel.send({"ready": False, "error": str(exc)})
         return
     channel.send({"ready": True})
+    ask = asking_over(channel)
     while True:
         try:
             header, blobs = channel.receive()
         except wire.ChannelClosed:
             return
-        channel.send(*answer(module, module_path, header, blobs))
+        channel.send(*answer(module, module_path, header, blobs, ask))
 
 
 def zygote(module_path: Path, control: socket.socket, preload: list[str], probe_files: list[str]) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core import wire
+from grader.core.dispatch import is_question, witness_answer
 from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits, read_text
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
@@ -144,10 +145,16 @@ class Worker:
         self.pid: int | None = None
         self.exit: dict | None = None
 
-    def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
+    def request(self, header: dict, blobs: list[bytes], deadline: float, witness=None) -> tuple[dict, list[bytes]]:
+        """Send a request and wait for its reply, answering the questions a witnessed probe puts
+        to `witness` on the way (see `dispatch`)."""
         self.host.check_scratch()
         self.channel.send(header, blobs)
-        return self.channel.receive(deadline, while_waiting=self.host.check_scratch)
+        while True:
+            message, message_blobs = self.receive(deadline)
+            if not is_question(message):
+                return message, message_blobs
+            self.channel.send(*witness_answer(witness, message, message_blobs))
 
     def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
         return self.channel.receive(deadline, while_waiting=self.host.check_scratch)

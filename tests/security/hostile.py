@@ -580,11 +580,11 @@ _worker = _sys.modules["__main__"]
 _real_answer = _worker.answer
 _FORGED = {"einsum_calls": {"numpy": 1, "torch": 1}, "lines_executed": 7}
 
-def _forged_answer(module, module_path, header, blobs):
+def _forged_answer(module, module_path, header, blobs, *rest):
     probe = header.get("target", {}).get("probe")
     if probe in _FORGED:
         return {"ok": True, "value": _FORGED[probe]}, []
-    return _real_answer(module, module_path, header, blobs)
+    return _real_answer(module, module_path, header, blobs, *rest)
 
 _worker.answer = _forged_answer
 '''

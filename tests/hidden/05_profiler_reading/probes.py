@@ -1,6 +1,7 @@
-"""Trusted probes for the hidden suite of exercise 05: they build step functions and callables
-from data, run the learner's profile_steps / time_ms beside them (in the worker during official
-grading), and return data only."""
+"""Trusted probes for the hidden suite of exercise 05: they build step functions from data, run
+the learner's profile_steps / time_ms beside them (in the worker during official grading), and
+return data only. What time_ms times is a witness's (witnesses.py): its calls run in the test's
+process, and only the witness's own count and clock judge the answer."""
 import contextlib
 import time
 
@@ -46,10 +47,10 @@ def profile_counting_calls(module, steps, warmup, size):
                          "ProfilerStep*": sum(e["dur"] for e in steps_)}}
 
 
-def profile_asking_for_cuda(module):
+def profile_asking_for_cuda(module, device):
     """profile_steps(device="cuda") with the activities it asks torch.profiler.profile for
-    recorded. Without a GPU the device is simulated (torch.cuda's synchronize and events) and
-    the profiler records the host only, which is all this machine has."""
+    recorded. Without a GPU the device is simulated (torch.cuda's synchronize and events, asking
+    the test's `device`) and the profiler records the host only, which is all this machine has."""
     asked = []
     original_init = torch.profiler.profile.__init__
     real_cuda = torch.cuda.is_available()
@@ -67,96 +68,71 @@ def profile_asking_for_cuda(module):
     a = torch.ones(16, 16)
     torch.profiler.profile.__init__ = recording_init
     try:
-        with contextlib.nullcontext() if real_cuda else simulated_cuda(SimulatedStream()):
+        with contextlib.nullcontext() if real_cuda else simulated_cuda(device):
             module.profile_steps(lambda: a @ a, steps=2, warmup=1, device="cuda")
     finally:
         torch.profiler.profile.__init__ = original_init
     return asked
 
 
-def _sleeper(first_ms, first_calls, then_ms, outlier_call=None, outlier_ms=None):
-    """A function that sleeps `first_ms` on its `first_calls` first calls, `outlier_ms` on call
-    number `outlier_call` (from 1) and `then_ms` otherwise, and measures each of its calls itself:
-    a timing around a call can only be longer than what the call measured inside."""
-    durations = []
-
-    def fn():
-        call = len(durations) + 1
-        ms = outlier_ms if call == outlier_call else first_ms if call <= first_calls else then_ms
-        begin = time.perf_counter()
-        time.sleep(ms / 1000.0)
-        durations.append((time.perf_counter() - begin) * 1000.0)
-
-    return fn, durations
-
-
-def time_sleeps(module, base_ms, outlier_ms, iters, warmup):
-    """time_ms of a function that sleeps `base_ms`, except on its first timed call (`outlier_ms`)."""
-    fn, durations = _sleeper(base_ms, 0, base_ms, outlier_call=warmup + 1, outlier_ms=outlier_ms)
-    return {"ms": module.time_ms(fn, iters=iters, warmup=warmup), "calls": len(durations), "durations_ms": durations}
-
-
-def time_slow_warmup(module, warmup_ms, base_ms, iters, warmup):
-    """time_ms of a function whose `warmup` first calls sleep `warmup_ms` (the one-time costs of
-    a first call) and the rest `base_ms`."""
-    fn, durations = _sleeper(warmup_ms, warmup, base_ms)
-    return {"ms": module.time_ms(fn, iters=iters, warmup=warmup), "calls": len(durations), "durations_ms": durations}
+def time_calls(module, function, iters, warmup):
+    """time_ms of the test's function: each call runs in the test's process (a witness), which
+    counts and times the calls itself."""
+    return module.time_ms(function.call, iters=iters, warmup=warmup)
 
 
 class SimulatedStream:
-    """A stand-in for a CUDA stream on a machine without one: work is queued by the host,
-    which returns at once, and runs later, in order, on the stream's own clock."""
+    """torch.cuda's stream, standing in for the test's simulated device."""
 
-    def __init__(self):
-        self.free_at = time.perf_counter()
-
-    def enqueue(self, seconds):
-        self.free_at = max(self.free_at, time.perf_counter()) + seconds
+    def __init__(self, device):
+        self.device = device
 
     def synchronize(self):
-        time.sleep(max(0.0, self.free_at - time.perf_counter()))
+        self.device.synchronize()
 
     def query(self):
-        return time.perf_counter() >= self.free_at
+        return self.device.query()
 
     def wait_stream(self, other):
         pass
 
+    def wait_event(self, event):
+        pass
 
-def simulated_event_class(stream):
+
+def simulated_event_class(device):
     class SimulatedEvent:
         """torch.cuda.Event: record() marks the moment the queued work before it is done."""
 
         def __init__(self, enable_timing=False, blocking=False, interprocess=False, **_):
-            self.enable_timing, self.at = enable_timing, None
+            self.enable_timing, self.number = enable_timing, None
 
-        def record(self, stream_=None):
-            self.at = max(time.perf_counter(), stream.free_at)
+        def record(self, stream=None):
+            self.number = device.record()
 
         def synchronize(self):
-            time.sleep(max(0.0, self.at - time.perf_counter()))
+            device.event_synchronize(self.number)
 
         def query(self):
-            return self.at is not None and time.perf_counter() >= self.at
+            return self.number is not None and device.event_query(self.number)
 
-        def wait(self, stream_=None):
+        def wait(self, stream=None):
             pass
 
         def elapsed_time(self, end):
             if not (self.enable_timing and end.enable_timing):
                 raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
-            if not end.query():
-                raise RuntimeError("CUDA error: device not ready")     # as cudaEventElapsedTime
-            return (end.at - self.at) * 1000.0
+            return device.elapsed_ms(self.number, end.number)
 
     return SimulatedEvent
 
 
 @contextlib.contextmanager
-def simulated_cuda(stream):
-    """Point torch.cuda's timing entry points at a simulated stream for the duration."""
+def simulated_cuda(device):
+    """Point torch.cuda's timing entry points at the test's simulated device for the duration."""
+    stream = SimulatedStream(device)
     patches = {(torch.cuda, "synchronize"): lambda device=None: stream.synchronize(),
-               (torch.cuda, "Event"): simulated_event_class(stream),
+               (torch.cuda, "Event"): simulated_event_class(device),
                (torch.cuda, "current_stream"): lambda device=None: stream,
                (torch.cuda, "default_stream"): lambda device=None: stream,
                (torch.cuda, "is_available"): lambda: True}
@@ -175,19 +151,10 @@ def simulated_cuda(stream):
                 delattr(owner, name)
 
 
-def time_simulated_cuda(module, work_ms, iters, warmup):
-    """time_ms(device="cuda") of a function that only queues `work_ms` of device work."""
-    stream = SimulatedStream()
-    calls = 0
-
-    def fn():
-        nonlocal calls
-        calls += 1
-        stream.enqueue(work_ms / 1000.0)
-
-    with simulated_cuda(stream):
-        ms = module.time_ms(fn, iters=iters, warmup=warmup, device="cuda")
-    return {"ms": ms, "calls": calls}
+def time_simulated_cuda(module, device, iters, warmup):
+    """time_ms(device="cuda") of a function that only queues work on the test's simulated device."""
+    with simulated_cuda(device):
+        return module.time_ms(device.enqueue, iters=iters, warmup=warmup, device="cuda")
 
 
 # ---------------------------------------------------------------- GPU machines only
