@@ -289,8 +289,60 @@ def test_import_failures_are_reported_clearly(tmp_path, kind, source, expected):
 def test_hard_exit_at_import_is_a_crash(tmp_path, kind):
     path = write_module(tmp_path, "import os\nos._exit(7)\n")
     backend = make_backend(kind, path, tmp_path)
-    with pytest.raises(WorkerCrashed, match="exit code 7"):
-        backend.start(time.monotonic() + 20)
+    try:
+        with pytest.raises(WorkerCrashed, match="exit code 7"):
+            backend.start(time.monotonic() + 20)
+    finally:
+        backend.close()
+
+
+ORPHANED_GRADER = """
+import sys, time
+from pathlib import Path
+from grader.core.submission import BACKENDS, BackendContext, Submission
+from grader.core.worker_process import WorkerSpec
+folder = Path(sys.argv[1])
+spec = WorkerSpec(sandboxed=sys.argv[2] == "sandbox", writable_dirs=(folder,))
+backend = BACKENDS["worker"](folder / "learner.py", BackendContext(folder, folder / "worker.log", spec))
+worker = Submission(backend, time.monotonic() + 60).pid()     # then paused, as between any two calls
+print(worker, backend._host.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+def test_paused_workers_die_with_a_killed_grader(tmp_path, kind):
+    """A grading process killed between calls (the batch's watchdog, kill -9) leaves its workers
+    paused: nothing it started may outlive it, sandbox or none."""
+    if kind == "sandbox" and not sandbox.availability()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
+    write_module(tmp_path, "import os\ndef pid():\n    return os.getpid()\n")
+    grader = subprocess.Popen([sys.executable, "-c", ORPHANED_GRADER, str(tmp_path), kind],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = grader.stdout.readline().split()
+    finally:
+        grader.kill()
+        grader.wait()
+    assert len(line) == 2, "the grading process did not report its worker"
+    worker, host = int(line[0]), int(line[1])
+    local = [host] + ([worker] if kind == "worker" else [])   # in the sandbox the worker's pid is the jail's own
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(map(_alive, local)):
+        time.sleep(0.05)
+    survivors = [pid for pid in local if _alive(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"{survivors} (host {host}, worker {worker}) outlived the grading process that started them"
+
+
+def _alive(pid: int) -> bool:
+    """Running or stopped, not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize("kind", WORKERS)

@@ -16,6 +16,7 @@ trusted side then starts a new sandbox.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
@@ -31,6 +32,8 @@ from grader.core.dispatch import answer, asking_over
 from grader.core.loading import StudentImportError, load_module
 
 PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
 PRELOADABLE = ("numpy", "torch", "transformers", "peft", "trl", "datasets", "safetensors", "matplotlib",
                "pandas", "accelerate")
 
@@ -91,8 +94,10 @@ def zygote(module_path: Path, control: socket.socket, preload: list[str], probe_
 
 
 def _fork(module_path: Path, control: socket.socket, fds: list[int]) -> None:
+    zygote_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
+        die_with_parent(zygote_pid)
         control.close()
         try:
             serve(module_path, wire.Channel(*fds))
@@ -125,7 +130,17 @@ def _kill(pid) -> None:
             pass
 
 
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent dies. A process that is not paused notices its
+    channel closing and ends itself, but one paused between calls (SIGSTOP) never would: outside
+    a sandbox (whose pid namespace ends with it) nothing else would end it after a killed grader."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:      # the parent died before the request took effect
+        os._exit(1)
+
+
 def main(argv: list[str]) -> None:
+    die_with_parent(os.getppid())
     module_path, control_fd = Path(argv[0]), int(argv[1])
     rlimits, preload, probe_files = json.loads(argv[2]), json.loads(argv[3]), json.loads(argv[4])
     apply_rlimits(rlimits)
