@@ -407,6 +407,9 @@ WITNESSED_PROBES = """
 def tally_doubles(module, witness, n):
     return [witness.tally(module.double(i)) for i in range(n)]
 
+def runs(module, witness, name):
+    return getattr(module, name)()
+
 def asks(module, witness, question, *args):
     try:
         return getattr(witness, question)(*args)
@@ -446,6 +449,56 @@ def test_a_witnessed_probe_asks_the_tests_witness_which_answers_only_what_it_off
             "refused: the witness answers tally, not 'answer_key'"
         assert submission.probe(probes.asks, "tally", "2", witness=tally) == "refused: TypeError: tally takes whole numbers"
         assert tally.seen == [0, 2, 4]
+    finally:
+        backend.close()
+
+
+FLOODING = LEARNER + textwrap.dedent("""
+    import gc, time
+    from grader.core import dispatch
+
+    def _channel():
+        return next(o for o in gc.get_objects() if type(o).__name__ == "Channel")
+
+    def asks_too_often():
+        channel = _channel()
+        for _ in range(dispatch.MAX_QUESTIONS + 1):
+            channel.send(*dispatch.question("tally", (1,)))
+            channel.receive()
+
+    def never_reads_the_answers():
+        channel = _channel()
+        for _ in range(40):
+            channel.send(*dispatch.question("tally", (list(range(20_000)),)))
+        time.sleep(60)
+""")
+
+
+class Echo(Tally):
+    QUESTIONS = ("tally",)
+
+    def tally(self, value):             # answers with what it was given
+        return value
+
+
+@pytest.mark.parametrize("kind", WORKERS)
+@pytest.mark.parametrize("function, failure, message", [
+    ("asks_too_often", WorkerCrashed, "broken reply.*more than 1000 questions"),
+    ("never_reads_the_answers", CallTimeout, "did not return within the time limit"),
+])
+def test_questions_are_bounded_by_number_and_by_the_calls_deadline(tmp_path, kind, function, failure, message):
+    """The trusted side answers a bounded number of questions per call, and its answers to a
+    worker that stops reading them cannot hold it past the call's deadline."""
+    probe_file = tmp_path / "probes.py"
+    probe_file.write_text(WITNESSED_PROBES)
+    probes = load_module(probe_file)
+    backend = make_backend(kind, write_module(tmp_path, FLOODING), tmp_path, probe_files=[probe_file])
+    try:
+        started = time.monotonic()
+        with pytest.raises(failure, match=message):
+            Submission(backend, time.monotonic() + 5).probe(probes.runs, function, witness=Echo())
+        assert time.monotonic() - started < 15
+        assert call(backend, "double", 4) == 8          # a fresh worker answers the next call
     finally:
         backend.close()
 

@@ -104,6 +104,9 @@ def test_missing_blob_and_unknown_kind_are_refused():
     ({"$": "float", "v": [1]}, []),
     ({"$": "dict", "items": 3}, []),
     (__import__("functools").reduce(lambda inner, _: [inner], range(100_000), 0), []),
+    ([{"$": "ndarray", "blob": 0}] * 2, wire.pack(np.zeros(4))[1]),       # one array, named twice, copied twice
+    ({**wire.pack(torch.zeros(2))[0], "device": "meta"}, wire.pack(torch.zeros(2))[1]),
+    ({**wire.pack(torch.zeros(2))[0], "device": ["cuda"]}, wire.pack(torch.zeros(2))[1]),
 ])
 def test_every_malformed_value_is_a_wire_error(value, blobs):
     """What the other side sends is data to check, never a reason for the reader to fail in
@@ -151,3 +154,22 @@ def test_channel_refuses_oversized_headers():
     os.write(w, (wire.MAX_HEADER_BYTES + 1).to_bytes(8, "big"))
     with pytest.raises(wire.WireError, match="over the limit"):
         channel.receive(time.monotonic() + 1)
+
+
+def test_an_allowance_is_charged_across_messages():
+    """A call's questions and its reply share one message's limits: what one message leaves of
+    the allowance is all the next may announce."""
+    channel, _, _ = _pipe_channel()
+    allowance = wire.Allowance(header_bytes=200, blob_bytes=100)
+    channel.send({"ask": "x"}, [b"\0" * 60])
+    channel.receive(time.monotonic() + 5, allowance=allowance)
+    channel.send({"ok": True}, [b"\0" * 60])
+    with pytest.raises(wire.WireError, match="over the size limit"):
+        channel.receive(time.monotonic() + 5, allowance=allowance)
+
+
+def test_a_write_the_peer_does_not_read_times_out():
+    channel, _, _ = _pipe_channel()
+    os.set_blocking(channel.write_fd, False)
+    with pytest.raises(wire.ChannelTimeout):
+        channel.send({"fill": "the pipe"}, [b"\0" * (8 << 20)], deadline=time.monotonic() + 0.5)

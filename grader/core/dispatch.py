@@ -98,6 +98,9 @@ def question(name: str, args: tuple) -> tuple[dict, list[bytes]]:
     return {"ask": name, "arguments": packed}, blobs
 
 
+MAX_QUESTIONS = 1000        # per call: exercise 05's probes ask a few dozen
+
+
 def is_question(header: dict) -> bool:
     return "ask" in header and "ok" not in header
 
@@ -109,11 +112,11 @@ def witness_answer(witness, header: dict, blobs: list[bytes]) -> tuple[dict, lis
     if witness is None:
         raise wire.WireError("a question came outside a witnessed probe")
     name = header.get("ask")
+    if name not in witness.QUESTIONS:
+        return {"ok": False, "message": f"the witness answers {', '.join(witness.QUESTIONS)}, not {str(name)[:60]!r}"}, []
     args = wire.unpack(header.get("arguments"), blobs)
     if not isinstance(args, list):
         raise wire.WireError("a witness's question carries no list of arguments")
-    if name not in getattr(witness, "QUESTIONS", ()):
-        return {"ok": False, "message": f"the witness answers {', '.join(witness.QUESTIONS)}, not {str(name)[:60]!r}"}, []
     try:
         value, value_blobs = wire.pack(getattr(witness, name)(*args))
     except Exception as exc:        # noqa: BLE001 (a refusal, or arguments that do not fit)

@@ -18,6 +18,7 @@ import pathlib
 import select
 import struct
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +29,7 @@ MAX_BLOB_BYTES = 32 << 20       # one array or tensor
 MAX_MESSAGE_BYTES = 64 << 20    # everything in one message
 MAX_HEADER_BYTES = 16 << 20     # the JSON part
 _NUMERIC_KINDS = "biufc"        # bool, signed, unsigned, float, complex
+_DEVICES = ("cuda", "mps")      # where a tensor other than a CPU one may be rebuilt
 _LENGTH = struct.Struct(">Q")
 WAIT_STEP_S = 0.25
 
@@ -74,7 +76,7 @@ def unpack(obj, blobs: list[bytes]):
     """The value `pack` made of `obj` and `blobs`; anything else the other side could send is a
     WireError, whatever it trips over (a missing field, a wrong type, nesting too deep)."""
     try:
-        return _unpack(obj, blobs)
+        return _unpack(obj, _Blobs(blobs))
     except WireError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
@@ -169,13 +171,13 @@ def _unpack(obj, blobs):
     if tag == "float":
         return float(obj["v"])
     if tag == "ndarray":
-        return _npy_array(_blob(blobs, obj))
+        return _npy_array(blobs.take(obj))
     if tag == "scalar":
-        return _npy_array(_blob(blobs, obj))[()]
+        return _npy_array(blobs.take(obj))[()]
     if tag == "path":
         return pathlib.Path(obj["v"])
     if tag == "bytes":
-        return bytes(_blob(blobs, obj))
+        return bytes(blobs.take(obj))
     if tag == "tensor":
         return _unpack_tensor(obj, blobs)
     raise WireError(f"unknown value kind {tag!r}")
@@ -188,11 +190,22 @@ def _add_blob(blobs, data: bytes) -> int:
     return len(blobs) - 1
 
 
-def _blob(blobs, obj) -> bytes:
-    index = obj.get("blob")
-    if not isinstance(index, int) or not 0 <= index < len(blobs):
-        raise WireError("value refers to a missing blob")
-    return blobs[index]
+class _Blobs:
+    """The blobs of one message, each to be taken once: a value naming one blob many times would
+    otherwise have the receiver copy it again for every mention (a 32 MiB array named 150 times
+    made 5 GB of one message)."""
+
+    def __init__(self, blobs: list[bytes]):
+        self._blobs, self._taken = blobs, set()
+
+    def take(self, obj) -> bytes:
+        index = obj.get("blob")
+        if not isinstance(index, int) or not 0 <= index < len(self._blobs):
+            raise WireError("value refers to a missing blob")
+        if index in self._taken:
+            raise WireError("value refers to one blob twice")
+        self._taken.add(index)
+        return self._blobs[index]
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -251,7 +264,7 @@ def _pack_tensor(tensor, blobs):
 
 def _unpack_tensor(obj, blobs):
     import torch
-    tensor = torch.from_numpy(_npy_array(_blob(blobs, obj)))
+    tensor = torch.from_numpy(_npy_array(blobs.take(obj)))
     dtype = getattr(torch, obj["dtype"], None)
     if not isinstance(dtype, torch.dtype):
         raise WireError(f"unknown tensor dtype {obj['dtype']!r}")
@@ -259,8 +272,14 @@ def _unpack_tensor(obj, blobs):
         tensor = tensor.view(torch.bfloat16)
     elif tensor.dtype != dtype:
         raise WireError(f"tensor announced as {dtype} arrived as {tensor.dtype}")
-    if obj["device"] != "cpu":
-        tensor = tensor.to(obj["device"])
+    device = obj["device"]
+    if device != "cpu":
+        if device not in _DEVICES:
+            raise WireError(f"refused tensor device {str(device)[:20]!r}")
+        try:
+            tensor = tensor.to(device)
+        except Exception as exc:         # noqa: BLE001 (no such device here: torch raises all sorts)
+            raise WireError(f"a tensor on {device} cannot be made here ({type(exc).__name__})") from None
     return tensor
 
 
@@ -275,6 +294,15 @@ def encode(header: dict, blobs: list[bytes]) -> list[bytes]:
         raise WireError(f"the message is over the size limit ({MAX_MESSAGE_BYTES >> 20} MiB of arrays, "
                         f"{MAX_HEADER_BYTES >> 20} MiB of the rest)")
     return [_LENGTH.pack(len(meta)) + meta, *blobs]
+
+
+@dataclass
+class Allowance:
+    """What messages may still announce, header and blobs: by default one message's limits. The
+    trusted side gives one to each call, so that the questions a witnessed probe asks and its
+    reply together carry no more than one reply could."""
+    header_bytes: int = MAX_HEADER_BYTES
+    blob_bytes: int = MAX_MESSAGE_BYTES
 
 
 class Channel:
@@ -294,16 +322,22 @@ class Channel:
                     pass
         self.read_fd = self.write_fd = -1
 
-    def send(self, header: dict, blobs: list[bytes] = ()) -> None:
+    def send(self, header: dict, blobs: list[bytes] = (), deadline: float | None = None) -> None:
+        """Write one message. With a deadline (the trusted side, whose write end is non-blocking:
+        a peer that stops reading must not hold it), past it is a ChannelTimeout."""
         for part in encode(header, blobs):
-            self._write(part)
+            self._write(part, deadline)
 
-    def receive(self, deadline: float | None = None, while_waiting=None) -> tuple[dict, list[bytes]]:
+    def receive(self, deadline: float | None = None, while_waiting=None,
+                allowance: Allowance | None = None) -> tuple[dict, list[bytes]]:
         """The next message. With a deadline, `while_waiting()` (which may raise) is called every
-        WAIT_STEP_S that passes with nothing to read."""
+        WAIT_STEP_S that passes with nothing to read. With an allowance, what the message
+        announces is also charged to it, and refused once it is spent."""
+        allowance = allowance or Allowance()
         (size,) = _LENGTH.unpack(self._read(_LENGTH.size, deadline, while_waiting))
-        if size > MAX_HEADER_BYTES:
+        if size > allowance.header_bytes:
             raise WireError(f"message header of {size} bytes is over the limit")
+        allowance.header_bytes -= size
         try:
             meta = json.loads(self._read(size, deadline, while_waiting))
             header, sizes = meta["h"], meta["blobs"]
@@ -312,16 +346,23 @@ class Channel:
         if not isinstance(header, dict) or not isinstance(sizes, list):
             raise WireError("malformed message: its header is not an object with a list of blob sizes")
         if any(not isinstance(n, int) or not 0 <= n <= MAX_BLOB_BYTES for n in sizes) \
-                or sum(sizes) > MAX_MESSAGE_BYTES:
+                or sum(sizes) > allowance.blob_bytes:
             raise WireError("message announces blobs over the size limit")
+        allowance.blob_bytes -= sum(sizes)
         return header, [self._read(n, deadline, while_waiting) for n in sizes]
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, deadline: float | None) -> None:
         view = memoryview(data)
         while view:
             try:
                 written = os.write(self.write_fd, view)
-            except (BrokenPipeError, OSError) as exc:
+            except BlockingIOError:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise ChannelTimeout() from None
+                select.select([], [self.write_fd], [], remaining)
+                continue
+            except OSError as exc:
                 raise ChannelClosed(str(exc)) from None
             view = view[written:]
 

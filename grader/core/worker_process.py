@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core import wire
-from grader.core.dispatch import is_question, witness_answer
+from grader.core.dispatch import MAX_QUESTIONS, is_question, witness_answer
 from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits, read_text
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
@@ -147,14 +147,17 @@ class Worker:
 
     def request(self, header: dict, blobs: list[bytes], deadline: float, witness=None) -> tuple[dict, list[bytes]]:
         """Send a request and wait for its reply, answering the questions a witnessed probe puts
-        to `witness` on the way (see `dispatch`)."""
+        to `witness` on the way (see `dispatch`): at most MAX_QUESTIONS, and all of them with the
+        reply within one message's size limits."""
         self.host.check_scratch()
-        self.channel.send(header, blobs)
-        while True:
-            message, message_blobs = self.receive(deadline)
+        self.channel.send(header, blobs, deadline)
+        allowance = wire.Allowance()
+        for _ in range(MAX_QUESTIONS + 1):
+            message, message_blobs = self.channel.receive(deadline, self.host.check_scratch, allowance)
             if not is_question(message):
                 return message, message_blobs
-            self.channel.send(*witness_answer(witness, message, message_blobs))
+            self.channel.send(*witness_answer(witness, message, message_blobs), deadline=deadline)
+        raise wire.WireError(f"it asked more than {MAX_QUESTIONS} questions in one call")
 
     def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
         return self.channel.receive(deadline, while_waiting=self.host.check_scratch)
@@ -221,6 +224,7 @@ class WorkerHost:
         self.resume()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
+        os.set_blocking(to_child_w, False)        # a worker that stops reading cannot hold a write
         worker = Worker(self, wire.Channel(to_parent_r, to_child_w))
         try:
             socket.send_fds(self.control, [json.dumps({"op": "fork"}).encode()], [to_child_r, to_parent_w])

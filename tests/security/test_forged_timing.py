@@ -2,7 +2,9 @@
 functions it times run there, counted and timed on the test's clock. A module that replaces the
 timing probes in its own process (their files are in its sandbox, so their names are known) and
 reports the numbers the tests want, without calling anything, earns none of those points. Run
-inside the learner's process, the same probes once reported whatever the module wrote."""
+inside the learner's process, the same probes once reported whatever the module wrote. A
+`time_ms` that calls the function as often as asked but waits for nothing cannot pass the
+device test either, whatever number it reports."""
 import pytest
 
 from grader.core.loading import sibling_module
@@ -31,18 +33,40 @@ for _module in list(_sys.modules.values()):
         print("ATTACK-OBSERVED forged the timing probes of", getattr(_module, "__file__", "?"))
 '''
 
+UNTIMED = '''
 
-def test_timing_probes_replaced_in_the_learners_process_earn_nothing(tmp_path):
+def time_ms(fn, *, iters=10, warmup=3, device="cpu"):
+    """Calls fn as often as asked, reads no clock, waits for nothing, and reports the device work."""
+    for _ in range(warmup + iters):
+        fn()
+    return 30.5
+'''
+
+
+def grade_exercise_05(tmp_path, addition: str):
+    """Grade the exercise-05 stub with `addition`: its hidden timing tests, and its workers' logs."""
     stub = locate_module(EXERCISES, task_named("05")).read_text(encoding="utf-8")
-    attacks.course_layout(tmp_path / "learner", {"05": stub + FORGED_PROBES})
+    attacks.course_layout(tmp_path / "learner", {"05": stub + addition})
     cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", "05", "--out-dir", tmp_path / "out"],
                           harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=800)
     assert cli.returncode in (0, 1), cli.output[-2000:]
     logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*.log"))
-    assert "ATTACK-OBSERVED forged the timing probes" in logs, "the forgery never ran, so this proves nothing"
     timing = [t for t in read_report(tmp_path / "out" / "learner" / "score_report.json").tests()
               if t.suite == "hidden" and t.id.split("::")[-1].startswith("test_time_ms") and t.graded]
+    return timing, logs
+
+
+def test_timing_probes_replaced_in_the_learners_process_earn_nothing(tmp_path):
+    timing, logs = grade_exercise_05(tmp_path, FORGED_PROBES)
+    assert "ATTACK-OBSERVED forged the timing probes" in logs, "the forgery never ran, so this proves nothing"
     assert len(timing) == 4, [t.id for t in timing]
     assert all(t.status == "failed" for t in timing), [(t.id, t.status, t.feedback) for t in timing]
     assert sum(t.points for t in timing) == 0
     assert any("called fn 0 times" in (t.feedback or "") for t in timing), [t.feedback for t in timing]
+
+
+def test_a_time_ms_that_never_waits_for_the_device_fails_however_right_its_number(tmp_path):
+    timing, _ = grade_exercise_05(tmp_path, UNTIMED)
+    device = next(t for t in timing if t.id.endswith("test_time_ms_waits_for_queued_device_work"))
+    assert device.status == "failed" and "it never waited for the device" in (device.feedback or ""), \
+        (device.status, device.feedback)

@@ -9,8 +9,11 @@ import inspect
 import json
 import os
 import re
+import select
+import signal
+import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import cache, lru_cache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -313,6 +316,58 @@ def resolve(path):
     return target, ""
 
 
+RESOLVE_LIMIT_S = 60        # resolving imports a module or two: seconds, not minutes
+
+
+def own_code(path):
+    """The own code of the function `path` names (see `resolve`), or None and why not.
+
+    Resolving imports the module the learner named, anywhere inside trl, peft or transformers,
+    and an import can change the process it runs in (one module of transformers sets its logging
+    to INFO). It runs in a forked child, so whatever it does ends with that child instead of
+    carrying over to the rest of this grading and the next ones in this process. A child that
+    does not answer in time is killed, and the path is resolved here after all."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # the child: answer, then vanish without cleanup
+        try:
+            os.close(read_end)
+            try:
+                function, why = resolve(path)
+                answer = [_code(function) if function is not None else None, why]
+            except Exception as exc:               # noqa: BLE001 (an import that fails otherwise than ImportError)
+                answer = [None, f"{path!r}: importing it raised {type(exc).__name__}: {str(exc)[:200]}"]
+            with os.fdopen(write_end, "w", encoding="utf-8") as out:
+                json.dump(answer, out)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        text = _read_until_closed(read_end, RESOLVE_LIMIT_S)
+    finally:
+        os.close(read_end)
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if text is None:
+        function, why = resolve(path)
+        return (_code(function) if function is not None else None), why
+    code, why = json.loads(text)
+    return code, why
+
+
+def _read_until_closed(fd, limit_s):
+    """Everything written to the pipe `fd` until its writer closes it, or None past `limit_s`."""
+    deadline, chunks = time.monotonic() + limit_s, []
+    while (remaining := deadline - time.monotonic()) > 0:
+        if select.select([fd], [], [], remaining)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b"".join(chunks).decode("utf-8")
+            chunks.append(chunk)
+    return None
+
+
 def _code(function):
     """A function's own source, without its docstring and comments (the doing, not the telling)."""
     source = inspect.getsource(function)
@@ -345,5 +400,5 @@ DOES = {
 }
 
 
-def does(concept, function):
-    return DOES[concept][1](_code(function))
+def does(concept, code):
+    return DOES[concept][1](code)

@@ -654,9 +654,9 @@ def test_pack_of_no_tokens_is_no_rows(submission, examples):
 def test_where_in_source(submission, concept):
     """the dotted path resolves in the installed library, and that function's own code does the thing"""
     path = submission.where_in_source(concept)
-    function, why = oracles.resolve(path)
-    assert function is not None, f"where_in_source({concept!r}): {why}"
-    assert oracles.does(concept, function), (
+    code, why = oracles.own_code(path)
+    assert code is not None, f"where_in_source({concept!r}): {why}"
+    assert oracles.does(concept, code), (
         f"where_in_source({concept!r}) = {path!r}: its own code does not {oracles.DOES[concept][0]}; "
         "follow the calls down to the function that does it, not a caller")
 

@@ -22,6 +22,7 @@ import math
 import numbers
 import re
 import statistics
+import time
 
 import numpy as np
 import pytest
@@ -613,13 +614,20 @@ def test_time_ms_leaves_the_warmup_calls_untimed(submission):
 def test_time_ms_waits_for_queued_device_work(submission):
     """on an asynchronous device (CUDA, here simulated) the timing covers the queued work, not just the call"""
     device = witnesses.SimulatedDevice(work_ms=30.0)
+    begin = time.perf_counter()
     got = submission.probe(probes.time_simulated_cuda, 5, 2, witness=device)
+    waited_ms = (time.perf_counter() - begin) * 1000.0
     # Correct: 30.01 to 30.6 ms (the simulated device never finishes early); nearest mutants (no
     # synchronize, or none after the call): under 1 ms, the queueing alone.
     assert isinstance(got, numbers.Real) and 28.0 <= got <= 80.0, \
         (f"each call returns at once and queues 30 ms of device work: time_ms(device='cuda') must report about "
          f"30 ms, got {got!r}; time with CUDA events or synchronize before reading the clock")
     assert device.calls == 7, f"time_ms(iters=5, warmup=2) called fn {device.calls} times, expected 7"
+    # A timing that covers each call's device work cannot end before the timed work is done: at
+    # least 5 x 30 ms on this process's clock (correct: 210 to 230 ms, the warmup's work too).
+    assert waited_ms >= 5 * 30.0, \
+        (f"time_ms returned {waited_ms:.0f} ms after it was called, before the 5 x 30 ms of device work it "
+         "timed could be done: it never waited for the device")
 
 
 # ---------------------------------------------------------------- the six scenarios, profiled on this machine
