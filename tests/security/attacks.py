@@ -25,9 +25,10 @@ from typing import Callable
 
 from grader.core.loading import sibling_module
 from grader.reports.report import ScoreReport
-from grader.tasks import HIDDEN, SOLUTIONS, task_named
+from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, locate_module, task_named
 
 hostile = sibling_module(__file__, "hostile")
+harness = sibling_module(__file__, "harness")
 TASK, STUB, REFERENCE = hostile.TASK, hostile.STUB, hostile.REFERENCE
 STRUCTURAL_TESTS = ("test_scores_are_computed_with_einsum", "test_no_python_loops_over_batch_or_heads")
 
@@ -199,6 +200,17 @@ def course_layout(folder: Path, modules: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source, encoding="utf-8")
     return folder
+
+
+def grade_stub_with(work: Path, task: str, addition: str) -> Path:
+    """Grade the course's stub of `task` with `addition` appended, as the one submission
+    `work/learner`; the output folder (`learner/score_report.json`, the workers' logs)."""
+    stub = locate_module(EXERCISES, task_named(task)).read_text(encoding="utf-8")
+    course_layout(work / "learner", {task: stub + addition})
+    cli = harness.run_cli(["grade", work / "learner", "--tasks", task, "--out-dir", work / "out"],
+                          harness.grading_env(work), cwd=work, timeout_s=800)
+    assert cli.returncode in (0, 1), cli.output[-2000:]
+    return work / "out"
 
 
 def symlink_module(target: Callable[[Context], Path]):

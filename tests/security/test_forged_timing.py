@@ -9,7 +9,6 @@ import pytest
 
 from grader.core.loading import sibling_module
 from grader.reports.report import read_report
-from grader.tasks import EXERCISES, locate_module, task_named
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
@@ -43,21 +42,17 @@ def time_ms(fn, *, iters=10, warmup=3, device="cpu"):
 '''
 
 
-def grade_exercise_05(tmp_path, addition: str):
+def graded_timing_tests(tmp_path, addition: str):
     """Grade the exercise-05 stub with `addition`: its hidden timing tests, and its workers' logs."""
-    stub = locate_module(EXERCISES, task_named("05")).read_text(encoding="utf-8")
-    attacks.course_layout(tmp_path / "learner", {"05": stub + addition})
-    cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", "05", "--out-dir", tmp_path / "out"],
-                          harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=800)
-    assert cli.returncode in (0, 1), cli.output[-2000:]
-    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*.log"))
-    timing = [t for t in read_report(tmp_path / "out" / "learner" / "score_report.json").tests()
+    out = attacks.grade_stub_with(tmp_path, "05", addition)
+    logs = "".join(p.read_text(errors="replace") for p in out.rglob("*.log"))
+    timing = [t for t in read_report(out / "learner" / "score_report.json").tests()
               if t.suite == "hidden" and t.id.split("::")[-1].startswith("test_time_ms") and t.graded]
     return timing, logs
 
 
 def test_timing_probes_replaced_in_the_learners_process_earn_nothing(tmp_path):
-    timing, logs = grade_exercise_05(tmp_path, FORGED_PROBES)
+    timing, logs = graded_timing_tests(tmp_path, FORGED_PROBES)
     assert "ATTACK-OBSERVED forged the timing probes" in logs, "the forgery never ran, so this proves nothing"
     assert len(timing) == 4, [t.id for t in timing]
     assert all(t.status == "failed" for t in timing), [(t.id, t.status, t.feedback) for t in timing]
@@ -66,7 +61,7 @@ def test_timing_probes_replaced_in_the_learners_process_earn_nothing(tmp_path):
 
 
 def test_a_time_ms_that_never_waits_for_the_device_fails_however_right_its_number(tmp_path):
-    timing, _ = grade_exercise_05(tmp_path, UNTIMED)
+    timing, _ = graded_timing_tests(tmp_path, UNTIMED)
     device = next(t for t in timing if t.id.endswith("test_time_ms_waits_for_queued_device_work"))
     assert device.status == "failed" and "it never waited for the device" in (device.feedback or ""), \
         (device.status, device.feedback)

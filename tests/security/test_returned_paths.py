@@ -8,7 +8,6 @@ import pytest
 
 from grader.core.loading import sibling_module
 from grader.reports.report import read_report
-from grader.tasks import EXERCISES, locate_module, task_named
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
@@ -39,12 +38,7 @@ def train(cfg):
 
 def grade_exercise_02(tmp_path, train_source: str):
     """Grade the exercise-02 stub with `train` replaced; the path of its score report."""
-    stub = locate_module(EXERCISES, task_named("02")).read_text(encoding="utf-8")
-    attacks.course_layout(tmp_path / "learner", {"02": stub + train_source})
-    cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", "02", "--out-dir", tmp_path / "out"],
-                          harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=800)
-    assert cli.returncode in (0, 1), cli.output[-2000:]
-    return tmp_path / "out" / "learner" / "score_report.json"
+    return attacks.grade_stub_with(tmp_path, "02", train_source) / "learner" / "score_report.json"
 
 
 def test_a_returned_path_outside_the_tests_folder_is_never_read(tmp_path):

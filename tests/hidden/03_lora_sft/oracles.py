@@ -326,7 +326,7 @@ def own_code(path):
     and an import can change the process it runs in (one module of transformers sets its logging
     to INFO). It runs in a forked child, so whatever it does ends with that child instead of
     carrying over to the rest of this grading and the next ones in this process. A child that
-    does not answer in time is killed, and the path is resolved here after all."""
+    does not answer in time, or dies first, is killed, and the path is resolved here after all."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:                                   # the child: answer, then vanish without cleanup
@@ -349,10 +349,11 @@ def own_code(path):
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-    if text is None:
+    try:
+        code, why = json.loads(text)
+    except (TypeError, ValueError):
         function, why = resolve(path)
-        return (_code(function) if function is not None else None), why
-    code, why = json.loads(text)
+        code = _code(function) if function is not None else None
     return code, why
 
 
