@@ -3,7 +3,6 @@ the learner's profile_steps / time_ms beside them (in the worker during official
 return data only. What time_ms times is a witness's (witnesses.py): its calls run in the test's
 process, and only the witness's own count and clock judge the answer."""
 import contextlib
-import time
 
 import torch
 
@@ -158,39 +157,6 @@ def time_simulated_cuda(module, device, iters, warmup):
 
 
 # ---------------------------------------------------------------- GPU machines only
-
-def time_cuda_matmuls(module, size, repeats, iters):
-    """time_ms of a chain of matmuls on CUDA, beside CUDA-event timing and an unsynchronized
-    host timing of the same function."""
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(size, size, device="cuda", generator=gen)
-
-    def fn():
-        x = a
-        for _ in range(repeats):
-            x = x @ a
-        return x
-
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    events, unsynchronized = [], []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        events.append(start.elapsed_time(end))
-    for _ in range(iters):
-        torch.cuda.synchronize()
-        begin = time.perf_counter()
-        fn()                                     # no synchronize: only the launches are timed
-        unsynchronized.append((time.perf_counter() - begin) * 1000.0)
-    torch.cuda.synchronize()
-    return {"learner_ms": module.time_ms(fn, iters=iters, warmup=3, device="cuda"),
-            "events_ms": sorted(events)[iters // 2], "unsynchronized_ms": sorted(unsynchronized)[iters // 2]}
-
 
 def profile_cuda_matmuls(module, size, depth):
     """profile_steps(device="cuda") of a chain of large matmuls on the GPU."""

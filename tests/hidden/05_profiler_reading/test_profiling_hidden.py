@@ -693,28 +693,6 @@ def test_diagnose_cpu_scenarios(submission, cpu_profiles, label):
 # ---------------------------------------------------------------- GPU machines only
 
 @pytest.mark.gpu
-@pytest.mark.points(0)      # feedback only: the GPU's timings can only be read in the learner's process
-@pytest.mark.concept(CONCEPT_TIMING)
-@pytest.mark.timeout(120)
-def test_time_ms_on_cuda_agrees_with_cuda_events(submission):
-    """on a GPU, time_ms of a long matmul chain agrees with CUDA-event timing; an unsynchronized clock does not
-
-    Both timings are taken in the learner's process, which could rewrite them: this test carries
-    no points, and test_time_ms_waits_for_queued_device_work grades the same rule on a device
-    the test simulates in its own process."""
-    got = submission.probe(probes.time_cuda_matmuls, 4096, 8, 7)
-    assert got["unsynchronized_ms"] < 0.5 * got["events_ms"], \
-        (f"(premise) a host clock without synchronize measured {got['unsynchronized_ms']:.3g} ms against "
-         f"{got['events_ms']:.3g} ms on CUDA events: is CUDA_LAUNCH_BLOCKING set?")
-    # Correct: within a few percent, to be measured on a GPU (events and a synchronized host clock
-    # time the same queue); nearest mutant (no synchronize): the launches alone, under half of the
-    # events' time (the premise above makes sure).
-    assert math.isclose(got["learner_ms"], got["events_ms"], rel_tol=0.25), \
-        (f"time_ms gave {got['learner_ms']:.4g} ms; CUDA events measure {got['events_ms']:.4g} ms and a host clock "
-         f"without synchronize {got['unsynchronized_ms']:.4g} ms")
-
-
-@pytest.mark.gpu
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_DEVICE)
 @pytest.mark.timeout(300)
