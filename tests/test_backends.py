@@ -435,12 +435,17 @@ class Tally:
         return "the hidden answer"
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_witnessed_probe_asks_the_tests_witness_which_answers_only_what_it_offers(tmp_path, kind):
+def with_witnessed_probes(kind, tmp_path, learner_source):
+    """A backend of `kind` for `learner_source`, and the module of WITNESSED_PROBES it may run."""
     probe_file = tmp_path / "probes.py"
     probe_file.write_text(WITNESSED_PROBES)
-    probes = load_module(probe_file)
-    backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path, probe_files=[probe_file])
+    backend = make_backend(kind, write_module(tmp_path, learner_source), tmp_path, probe_files=[probe_file])
+    return backend, load_module(probe_file)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_witnessed_probe_asks_the_tests_witness_which_answers_only_what_it_offers(tmp_path, kind):
+    backend, probes = with_witnessed_probes(kind, tmp_path, LEARNER)
     try:
         submission, tally = Submission(backend, time.monotonic() + 20), Tally()
         assert submission.probe(probes.tally_doubles, 3, witness=tally) == [1, 2, 3]
@@ -453,7 +458,7 @@ def test_a_witnessed_probe_asks_the_tests_witness_which_answers_only_what_it_off
         backend.close()
 
 
-FLOODING = LEARNER + textwrap.dedent("""
+CHANNEL_USERS = LEARNER + textwrap.dedent("""
     import gc, time
     from grader.core import dispatch
 
@@ -471,12 +476,15 @@ FLOODING = LEARNER + textwrap.dedent("""
         for _ in range(40):
             channel.send(*dispatch.question("tally", (list(range(20_000)),)))
         time.sleep(60)
+
+    def ask_on_its_own():
+        channel = _channel()
+        channel.send(*dispatch.question("tally", (1,)))
+        return channel.receive()
 """)
 
 
 class Echo(Tally):
-    QUESTIONS = ("tally",)
-
     def tally(self, value):             # answers with what it was given
         return value
 
@@ -489,10 +497,7 @@ class Echo(Tally):
 def test_questions_are_bounded_by_number_and_by_the_calls_deadline(tmp_path, kind, function, failure, message):
     """The trusted side answers a bounded number of questions per call, and its answers to a
     worker that stops reading them cannot hold it past the call's deadline."""
-    probe_file = tmp_path / "probes.py"
-    probe_file.write_text(WITNESSED_PROBES)
-    probes = load_module(probe_file)
-    backend = make_backend(kind, write_module(tmp_path, FLOODING), tmp_path, probe_files=[probe_file])
+    backend, probes = with_witnessed_probes(kind, tmp_path, CHANNEL_USERS)
     try:
         started = time.monotonic()
         with pytest.raises(failure, match=message):
@@ -507,15 +512,7 @@ def test_questions_are_bounded_by_number_and_by_the_calls_deadline(tmp_path, kin
 def test_a_question_outside_a_witnessed_probe_is_a_broken_reply(tmp_path, kind):
     """Learner code that finds the worker's channel and asks a question of its own, where the
     test gave no witness: the worker is replaced, as for any message that is not a reply."""
-    asking = LEARNER + textwrap.dedent("""
-        def ask_on_its_own():
-            import gc
-            from grader.core import dispatch
-            channel = next(o for o in gc.get_objects() if type(o).__name__ == "Channel")
-            channel.send(*dispatch.question("tally", (1,)))
-            return channel.receive()
-    """)
-    backend = make_backend(kind, write_module(tmp_path, asking), tmp_path)
+    backend = make_backend(kind, write_module(tmp_path, CHANNEL_USERS), tmp_path)
     try:
         with pytest.raises(WorkerCrashed, match="broken reply.*outside a witnessed probe"):
             call(backend, "ask_on_its_own")

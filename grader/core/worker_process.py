@@ -153,14 +153,14 @@ class Worker:
         self.channel.send(header, blobs, deadline)
         allowance = wire.Allowance()
         for _ in range(MAX_QUESTIONS + 1):
-            message, message_blobs = self.channel.receive(deadline, self.host.check_scratch, allowance)
+            message, message_blobs = self.receive(deadline, allowance)
             if not is_question(message):
                 return message, message_blobs
             self.channel.send(*witness_answer(witness, message, message_blobs), deadline=deadline)
         raise wire.WireError(f"it asked more than {MAX_QUESTIONS} questions in one call")
 
-    def receive(self, deadline: float) -> tuple[dict, list[bytes]]:
-        return self.channel.receive(deadline, while_waiting=self.host.check_scratch)
+    def receive(self, deadline: float, allowance: wire.Allowance | None = None) -> tuple[dict, list[bytes]]:
+        return self.channel.receive(deadline, self.host.check_scratch, allowance)
 
     def exit_description(self, wait_s: float = 1.0) -> str:
         """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""

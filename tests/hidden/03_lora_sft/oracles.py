@@ -333,8 +333,7 @@ def own_code(path):
         try:
             os.close(read_end)
             try:
-                function, why = resolve(path)
-                answer = [_code(function) if function is not None else None, why]
+                answer = _resolved_code(path)
             except Exception as exc:               # noqa: BLE001 (an import that fails otherwise than ImportError)
                 answer = [None, f"{path!r}: importing it raised {type(exc).__name__}: {str(exc)[:200]}"]
             with os.fdopen(write_end, "w", encoding="utf-8") as out:
@@ -352,9 +351,13 @@ def own_code(path):
     try:
         code, why = json.loads(text)
     except (TypeError, ValueError):
-        function, why = resolve(path)
-        code = _code(function) if function is not None else None
+        code, why = _resolved_code(path)
     return code, why
+
+
+def _resolved_code(path):
+    function, why = resolve(path)
+    return (_code(function) if function is not None else None), why
 
 
 def _read_until_closed(fd, limit_s):

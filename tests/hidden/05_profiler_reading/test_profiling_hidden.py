@@ -559,11 +559,16 @@ def test_diagnose_constructed_cpu_profiles(submission, rng, label):
 # calls itself: a timing around a call is never shorter than the call the witness timed, and the
 # round trip from a worker to this process adds up to 0.6 ms to it (on a loaded machine too).
 
-def timed_calls(witness, iters: int, warmup: int) -> list[float]:
-    """The witness's timings of the calls time_ms should have timed."""
+def check_calls(witness, iters: int, warmup: int) -> None:
+    """time_ms(iters, warmup) called the witness's function warmup + iters times."""
     assert witness.calls == iters + warmup, \
         f"time_ms(iters={iters}, warmup={warmup}) called fn {witness.calls} times, expected {iters + warmup}"
-    return witness.durations_ms[warmup:]
+
+
+def timed_calls(sleeper, iters: int, warmup: int) -> list[float]:
+    """The sleeper's timings of the calls time_ms should have timed."""
+    check_calls(sleeper, iters, warmup)
+    return sleeper.durations_ms[warmup:]
 
 
 @pytest.mark.points(2)
@@ -590,7 +595,7 @@ def test_time_ms_runs_warmup_then_iters(submission):
     for iters, warmup in ((4, 3), (7, 1)):
         sleeper = witnesses.Sleeper(1.0, 0, 1.0)
         submission.probe(probes.time_calls, iters, warmup, witness=sleeper)
-        timed_calls(sleeper, iters, warmup)
+        check_calls(sleeper, iters, warmup)
 
 
 @pytest.mark.points(1)
@@ -622,7 +627,7 @@ def test_time_ms_waits_for_queued_device_work(submission):
     assert isinstance(got, numbers.Real) and 28.0 <= got <= 80.0, \
         (f"each call returns at once and queues 30 ms of device work: time_ms(device='cuda') must report about "
          f"30 ms, got {got!r}; time with CUDA events or synchronize before reading the clock")
-    assert device.calls == 7, f"time_ms(iters=5, warmup=2) called fn {device.calls} times, expected 7"
+    check_calls(device, 5, 2)
     # A timing that covers each call's device work cannot end before the timed work is done: at
     # least 5 x 30 ms on this process's clock (correct: 210 to 230 ms, the warmup's work too).
     assert waited_ms >= 5 * 30.0, \
