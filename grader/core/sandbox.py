@@ -299,12 +299,22 @@ def _write(path: Path, value) -> bool:
         return False
 
 
-def read_text(path: Path) -> str | None:
-    """The file's text, or None where it cannot be read (a process or cgroup that is gone)."""
+def read_text(path: Path | str) -> str | None:
+    """The file's text, or None where it cannot be read (a process or cgroup that is gone).
+    Plain system calls: pausing a worker reads a few files of /proc per thread at every call."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 # ---------------------------------------------------------------- the jail

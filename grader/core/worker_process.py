@@ -421,9 +421,9 @@ def _closes_within(fd: int, seconds: float) -> bool:
             return True
 
 
-def _state(task: Path) -> str | None:
+def _state(task: str) -> str | None:
     """The state letter of a process or thread, from its folder in /proc."""
-    text = read_text(task / "stat")
+    text = read_text(f"{task}/stat")
     return text[text.rindex(")") + 2] if text else None
 
 
@@ -431,15 +431,15 @@ def _paused(pid: int) -> bool:
     """Every thread of `pid` stopped, or unable to run before it stops. Each thread is asked on
     its own: a process whose first thread has exited reads as a zombie in `/proc/<pid>/stat`
     while its other threads run on."""
-    folder = Path(f"/proc/{pid}/task")
+    folder = f"/proc/{pid}/task"
     try:
         threads = os.listdir(folder)
     except OSError:
         return True               # gone
-    return all(_thread_paused(pid, folder / thread) for thread in threads)
+    return all(_thread_paused(pid, f"{folder}/{thread}") for thread in threads)
 
 
-def _thread_paused(pid: int, thread: Path) -> bool:
+def _thread_paused(pid: int, thread: str) -> bool:
     """Stopped or gone, or blocked in the system call that creates a child (fork, vfork,
     posix_spawn) with our SIGSTOP pending and its children stopped. A vfork parent waits there
     until its child execs or exits, so with the child stopped first it never reaches the stopped
@@ -450,26 +450,30 @@ def _thread_paused(pid: int, thread: Path) -> bool:
         return True
     if state != "D" or _syscall(thread) not in _FORK_SYSCALLS or not _stop_pending(pid):
         return False
-    children = [int(c) for c in (read_text(thread / "children") or "").split()]
+    children = [int(c) for c in (read_text(f"{thread}/children") or "").split()]
     return bool(children) and all(_paused(child) for child in children)
 
 
 def _stop_pending(pid: int) -> bool:
-    for line in (read_text(Path(f"/proc/{pid}/status")) or "").splitlines():
+    for line in (read_text(f"/proc/{pid}/status") or "").splitlines():
         if line.startswith("ShdPnd:"):
             return bool(int(line.split()[1], 16) & (1 << (signal.SIGSTOP - 1)))
     return False
 
 
-def _syscall(thread: Path) -> int | None:
+def _syscall(thread: str) -> int | None:
     """The system call a thread is blocked in (None where the kernel does not say)."""
-    fields = (read_text(thread / "syscall") or "").split()
+    fields = (read_text(f"{thread}/syscall") or "").split()
     return int(fields[0]) if fields and fields[0].lstrip("-").isdigit() else None
 
 
 def _children(pid: int) -> list[int]:
-    return [int(c) for children in Path(f"/proc/{pid}/task").glob("*/children")
-            for c in (read_text(children) or "").split()]
+    folder = f"/proc/{pid}/task"
+    try:
+        threads = os.listdir(folder)
+    except OSError:
+        return []                 # gone
+    return [int(c) for thread in threads for c in (read_text(f"{folder}/{thread}/children") or "").split()]
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -113,7 +113,12 @@ class TaskAudit:
 def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess") -> list[TaskAudit]:
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch:
         plans = [plan for task in tasks for plan in _plans(task, Path(scratch), backend)]
-        reports = runner.run_many([job for _, job in plans], jobs)
+        # The gradings that run a whole suite first, the mutants (which stop at their concept's
+        # first failure) after: the batch then ends on short gradings, with no job idle long.
+        order = sorted(range(len(plans)), key=lambda i: plans[i][0].kind == "mutant")
+        reports = [None] * len(plans)
+        for i, report in zip(order, runner.run_many([plans[i][1] for i in order], jobs)):
+            reports[i] = report
     by_task: dict[str, list[AuditEntry]] = {t.name: [] for t in tasks}
     for (entry, _), report in zip(plans, reports):
         _score(entry, report)
