@@ -431,12 +431,7 @@ def _paused(pid: int) -> bool:
     """Every thread of `pid` stopped, or unable to run before it stops. Each thread is asked on
     its own: a process whose first thread has exited reads as a zombie in `/proc/<pid>/stat`
     while its other threads run on."""
-    folder = f"/proc/{pid}/task"
-    try:
-        threads = os.listdir(folder)
-    except OSError:
-        return True               # gone
-    return all(_thread_paused(pid, f"{folder}/{thread}") for thread in threads)
+    return all(_thread_paused(pid, thread) for thread in _threads(pid))     # none once it is gone
 
 
 def _thread_paused(pid: int, thread: str) -> bool:
@@ -450,7 +445,7 @@ def _thread_paused(pid: int, thread: str) -> bool:
         return True
     if state != "D" or _syscall(thread) not in _FORK_SYSCALLS or not _stop_pending(pid):
         return False
-    children = [int(c) for c in (read_text(f"{thread}/children") or "").split()]
+    children = _thread_children(thread)
     return bool(children) and all(_paused(child) for child in children)
 
 
@@ -467,13 +462,21 @@ def _syscall(thread: str) -> int | None:
     return int(fields[0]) if fields and fields[0].lstrip("-").isdigit() else None
 
 
-def _children(pid: int) -> list[int]:
+def _threads(pid: int) -> list[str]:
+    """The /proc folders of the threads of `pid` (none once it is gone)."""
     folder = f"/proc/{pid}/task"
     try:
-        threads = os.listdir(folder)
+        return [f"{folder}/{thread}" for thread in os.listdir(folder)]
     except OSError:
-        return []                 # gone
-    return [int(c) for thread in threads for c in (read_text(f"{folder}/{thread}/children") or "").split()]
+        return []
+
+
+def _thread_children(thread: str) -> list[int]:
+    return [int(c) for c in (read_text(f"{thread}/children") or "").split()]
+
+
+def _children(pid: int) -> list[int]:
+    return [child for thread in _threads(pid) for child in _thread_children(thread)]
 
 
 def _signal(pid: int, sig: int) -> None:
