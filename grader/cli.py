@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return USAGE
     console = Console(highlight=False)
+    sandbox.trust_this_process()
     try:
         names = getattr(args, "tasks", None)
         tasks = [task_named(name) for name in names] if names else list(all_tasks())

@@ -1,6 +1,7 @@
 """Official grading end to end: the worker backend, the pool, the score report.
 
 The gradings run once per module (in parallel) and each test reads the report it needs."""
+import os
 import shutil
 
 import pytest
@@ -134,3 +135,28 @@ def test_hidden_feedback_never_quotes_hidden_source(reports):
             for test in task["tests"]:
                 leaked = [line for line in hidden_lines if line in test["feedback"]]
                 assert not leaked, f"{test['id']} quotes hidden source: {leaked[0]}"
+
+
+KILLER_PLUGIN = '''
+import os, signal
+
+def pytest_runtest_call(item):
+    if item.name == "test_causal_mask_square":       # the trusted session of task 01, mid-task
+        os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_a_killed_task_session_costs_that_task_alone(tmp_path, monkeypatch):
+    """The kernel ending one task's grading process (out of memory, say) leaves that task's tests
+    listed as not graded, says how it ended, and grades the tasks after it."""
+    (tmp_path / "session_killer.py").write_text(KILLER_PLUGIN)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    memory = task_named("04")
+    report = runner.run(runner.GradingRun(SOLUTIONS, [ATTENTION, memory], hidden=False,
+                                          extra_args=["-p", "session_killer"])).to_json()
+    assert not report["complete"]
+    assert any(ATTENTION.name in p and "killed by signal SIGKILL" in p for p in report["problems"]), report["problems"]
+    killed = task_result(report)
+    assert killed["tests"] and all(t["status"] == "error" and "not graded" in t["feedback"] for t in killed["tests"])
+    after = task_result(report, memory)
+    assert after["points"] == after["max_points"] > 0

@@ -7,7 +7,10 @@ or output.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import pickle
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +40,50 @@ class ConceptError(AssertionError):
     def __init__(self, concept: str, message: str):
         super().__init__(message)
         self.concept = concept
+
+
+class OracleFailed(RuntimeError):
+    """An oracle run by `in_fork` raised, or its process died before it answered."""
+
+
+def in_fork(oracle):
+    """`oracle`, run in a child forked from the test's process each time it is called: what it
+    imports and allocates (a trainer, a library only this oracle uses, the heap they leave
+    fragmented) goes back to the box when the child ends, instead of staying in the grading's
+    process for the rest of the task, beside the learner's worker. Its result crosses back
+    pickled (trusted to trusted), so it must be data; keep a cache around the wrapped function,
+    not inside it. An exception in the child is raised here as OracleFailed with its text."""
+    @functools.wraps(oracle)
+    def run(*args, **kwargs):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:                               # the child: answer, then vanish without cleanup
+            try:
+                os.close(read_end)
+                try:
+                    answer = ("value", oracle(*args, **kwargs))
+                except BaseException as exc:       # noqa: BLE001 (every failure is the parent's to report)
+                    answer = ("error", f"{type(exc).__name__}: {exc}")
+                with os.fdopen(write_end, "wb") as out:
+                    pickle.dump(answer, out)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        try:
+            with os.fdopen(read_end, "rb") as answer_pipe:
+                data = answer_pipe.read()
+        finally:                                   # also when the test's time runs out meanwhile
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        try:
+            kind, value = pickle.loads(data)
+        except Exception:                          # noqa: BLE001 (nothing, or half an answer)
+            raise OracleFailed(f"the oracle {oracle.__name__} died before it answered") from None
+        if kind == "error":
+            raise OracleFailed(f"the oracle {oracle.__name__} raised {value}")
+        return value
+    return run
 
 
 def to_numpy(value) -> np.ndarray:

@@ -14,6 +14,7 @@ from grader.core.dispatch import is_test_timeout
 from grader.core.submission import StudentError, SubmissionFailure
 
 GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
+NOT_RUN = "not graded: the grading ended before this test ran"
 FEEDBACK_LIMIT = 2000
 OUTPUT_LIMIT = 2000
 ARTIFACT_LIMIT = 64 * 1024      # bytes of JSON per artifact: a curve or a table, not a dump

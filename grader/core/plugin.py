@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from grader.core.loading import function_location
-from grader.core.outcome import (GPU_SKIP_REASON, OUTPUT_LIMIT, as_artifacts, phase_outcome, tail, truncate,
+from grader.core.outcome import (GPU_SKIP_REASON, NOT_RUN, OUTPUT_LIMIT, as_artifacts, phase_outcome, tail, truncate,
                                  with_concept)
 from grader.core import intake, sandbox
 from grader.core.intake import read_module
@@ -48,6 +49,8 @@ def pytest_addoption(parser):
                          "(required), or never (none) (env GRADER_ISOLATION)")
     group.addoption("--grader-seed", type=int, default=int(os.environ.get("GRADER_SEED", "0")),
                     help="seed of the `seed` and `rng` fixtures (env GRADER_SEED; default 0)")
+    group.addoption("--grader-run-id", metavar="ID",
+                    help="the run id to record (the runner gives every task's session of one grading the same)")
     group.addoption("--score-report", metavar="PATH", help="write the score report as JSON to PATH")
     group.addoption("--worker-logs", metavar="DIR", help="keep the workers' output logs in DIR")
     group.addoption("--stop-on-concept", metavar="CONCEPT",
@@ -68,7 +71,7 @@ class GradingSession:
     def __init__(self, config):
         self.config = config
         self.started = datetime.now(timezone.utc)
-        self.run_id = new_run_id(self.started)
+        self.run_id = config.getoption("grader_run_id") or new_run_id(self.started)
         impl = config.getoption("impl")
         self.impl = Path(impl).resolve() if impl else EXERCISES
         self.backend_kind = config.getoption("backend")
@@ -76,6 +79,7 @@ class GradingSession:
         self.limits = sandbox.Limits.from_env()
         self.seed = config.getoption("grader_seed")
         self.results: dict[str, TestResult] = {}
+        self.expected: dict[str, TestResult] = {}     # every collected test, as it would stand if never run
         self.tasks: dict[str, Task] = {}
         self.problems: list[str] = []
         self._course_faults: set[str] = set()      # each recorded once, not once per test it failed
@@ -83,6 +87,8 @@ class GradingSession:
         self._backends: dict[str, object] = {}
         self._logs = config.getoption("worker_logs")
         self._tmp_logs = None
+        self._course_commit: str | None = None
+        self._expected_tasks: dict[str, Task] = {}
 
     def backend_for(self, task: Task):
         if task.name not in self._backends:
@@ -104,6 +110,27 @@ class GradingSession:
         if self._tmp_logs is None:
             self._tmp_logs = tempfile.TemporaryDirectory(prefix="grader-logs-")
         return Path(self._tmp_logs.name)
+
+    def task_done(self, task: Task, following: Task | None, stopping: bool = False) -> None:
+        """The task's tests are over: its workers go (their memory back to the box) and the next
+        task's sandbox starts, so that a session of several tasks holds one task's workers at a
+        time. (Official grading goes further: each task is its own session, `grader.running.pool`.)"""
+        backend = self._backends.get(task.name)
+        if backend is not None:
+            backend.close()
+        if following is not None and not stopping:
+            self.backend_for(following).launch()
+
+    def expect(self, items) -> None:
+        """Every test the session will run, so that a report written before they run lists them
+        (as not graded yet): a grading process that dies leaves that report, not nothing."""
+        for item in items:
+            task = task_of_path(item.path)
+            self.expected[item.nodeid] = replace(_new_result(item, task), status="error", feedback=NOT_RUN)
+            self._expected_tasks.setdefault(task.name, task)
+        path = self.config.getoption("score_report")
+        if path and self.expected:
+            write_report(self.build_report(partial=True), Path(path))
 
     def worker_startup_seconds(self) -> list[float]:
         return [s for b in self._backends.values() for s in getattr(b, "startup_seconds", [])]
@@ -145,26 +172,40 @@ class GradingSession:
         if when == "teardown" and item.stash.get(_ARTIFACTS, None):
             result.artifacts = as_artifacts(item.stash[_ARTIFACTS])
 
-    def build_report(self) -> ScoreReport:
+    def build_report(self, partial: bool = False) -> ScoreReport:
+        """The score report of the tests run so far. `partial`: written while the grading goes on,
+        so it also lists, as errors, the tests that have not run yet, and says so in `problems`;
+        the final report replaces it."""
         finished = datetime.now(timezone.utc)
+        results = dict(self.results)
+        tasks_seen = dict(self.tasks)
+        problems = list(self.problems)
+        if partial:
+            waiting = {nodeid: result for nodeid, result in self.expected.items() if nodeid not in results}
+            results.update(waiting)
+            tasks_seen.update({r.task: self._expected_tasks[r.task] for r in waiting.values()})
+            if waiting:
+                problems.append(f"the grading ended before {len(waiting)} test(s) had run: they are not graded")
         tasks = []
-        for name in sorted(self.tasks):
-            task = self.tasks[name]
+        for name in sorted(tasks_seen):
+            task = tasks_seen[name]
             tasks.append(TaskResult(task.name, task.title, self._module_info(task),
-                                    [r for r in self.results.values() if r.task == name]))
+                                    [r for r in results.values() if r.task == name]))
         report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": intake.git_head(self.impl)},
-                             tasks=tasks, problems=list(self.problems), stopped_early=self.stopped_early,
+                             tasks=tasks, problems=problems, stopped_early=self.stopped_early,
                              isolation=self.isolation)
         total = report.total
         startup = self.worker_startup_seconds()
         metrics = {"score": total.points, "max_score": total.max_points, "percent": total.percent,
-                   "tests": len(self.results),
+                   "tests": len(results),
                    "worker_startup_s": round(max(startup), 3) if startup else None}
         config = {"backend": self.backend_kind, "isolation": self.isolation["level"], "impl": str(self.impl),
                   "tasks": sorted(self.tasks),
                   "args": [str(a) for a in self.config.args]}
+        if self._course_commit is None:
+            self._course_commit = git_commit(COURSE_ROOT) or ""
         report.run = run_record(run_id=self.run_id, started=self.started, finished=finished,
-                                commit=git_commit(COURSE_ROOT), config=config, seed=self.seed,
+                                commit=self._course_commit or None, config=config, seed=self.seed,
                                 metrics=metrics)
         return report
 
@@ -237,17 +278,22 @@ class ReportHooks:
         self.grading = grading
 
     def pytest_sessionstart(self, session):
-        """Start the sandboxes of the tasks named on the command line (their zygotes import the
-        libraries) before collection imports the suites, so that the two overlap."""
+        """Start the sandbox of the first task named on the command line (its zygote imports the
+        libraries) before collection imports the suites, so that the two overlap. The other
+        tasks' sandboxes start as each task begins: one task's workers at a time."""
         for arg in session.config.args:
             task = task_of_path(Path(str(arg).split("::")[0]))
             if task is not None:
                 self.grading.backend_for(task).launch()
+                return
 
     def pytest_collection_modifyitems(self, items):
         for item in items:
             if _in_task(item):
                 _new_result(item, task_of_path(item.path))   # fail fast on a test without points
+
+    def pytest_collection_finish(self, session):
+        self.grading.expect([item for item in session.items if _in_task(item)])
 
     def pytest_collectreport(self, report):
         if report.failed and task_of_path(Path(str(report.fspath))) is not None:
@@ -268,6 +314,10 @@ class ReportHooks:
         outcome = self.grading.results.get(item.nodeid)
         if concept and outcome and outcome.concept == concept and outcome.status != "passed":
             self.grading.stopped_early = item.session.shouldstop = f"a test of concept {concept!r} failed"
+        task = task_of_path(item.path)
+        following = task_of_path(nextitem.path) if nextitem is not None else None
+        if task is not None and following != task:
+            self.grading.task_done(task, following, stopping=bool(item.session.shouldstop))
         return result
 
     def pytest_sessionfinish(self, session):

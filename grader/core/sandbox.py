@@ -27,8 +27,10 @@ the host's root, which owns every root-owned file it can see (so `/proc/sys/kern
 writable through a writable `/proc`), and the jail's own root, `/` and `/dev`, are memory-backed
 folders with no size limit.
 
-Limits: memory, process count and CPU share by a cgroup per worker (v2 or v1; CPU where the cpu
-controller is there) when this process may create one, else memory by RLIMIT_AS; CPU time, file
+Limits: memory, process count and CPU share by a cgroup per task's workers, below the grader's own
+cgroup (`grader.core.cgroups`; v2 or v1; CPU where the cpu controller is there) when this process
+may create one, else memory by RLIMIT_AS; the memory fitted to the box the grading runs in
+(`Limits.fitted`), so that a learner who allocates too much meets the worker's own limit; CPU time, file
 size and open files by rlimits the worker sets on itself before the learner's module is imported
 (with no capabilities it cannot raise them again); what it keeps in the folders it shares with the
 tests, which are on the host's disk, by the trusted side measuring them while it runs
@@ -42,16 +44,15 @@ import atexit
 import functools
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import grader
+from grader.core import cgroups
 from grader.tasks import COURSE_ROOT, DATASETS
 
 SANDBOX_UID = 65534                       # "nobody" inside the user namespace
@@ -74,11 +75,20 @@ _PASSED_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OP
                "NVIDIA_DRIVER_CAPABILITIES", "LANG", "LC_ALL")
 
 
+WORKER_MEMORY_MB = 3072       # the most one task's workers get, where the box has room
+TRUSTED_GROWTH_MB = 64        # room kept for the trusted side's growth once a task's workers are at their limit;
+                              # past it the box's limit is met first and the kernel ends a worker (not the grading)
+MIN_WORKER_MEMORY_MB = 256    # below this not even the zygote's imports fit: better to try and fail a test
+LEARNER_OOM_SCORE_ADJ = 1000      # when memory runs out, the kernel ends learner processes first,
+TRUSTED_OOM_SCORE_ADJ = -500      # and the grading's own processes last (root may lower a score)
+CONCURRENT_GRADINGS_ENV = "GRADER_CONCURRENT_GRADINGS"    # set by the pool: gradings sharing this box
+
+
 @dataclass(frozen=True)
 class Limits:
-    """What one worker may use. Each can be changed with an environment variable
+    """What one task's workers may use. Each can be changed with an environment variable
     `GRADER_LIMIT_<NAME>` (e.g. GRADER_LIMIT_MEMORY_MB=8192), read when grading starts."""
-    memory_mb: int = 3072          # all processes of the worker together
+    memory_mb: int = 0             # all processes of the workers together; 0: fitted to the box (`fitted`)
     processes: int = 64            # tasks (processes and threads) alive at once
     cpus: float = 1.0              # CPU cores all its processes share: many busy processes of one learner
                                    # must not starve the gradings that run beside it
@@ -102,12 +112,41 @@ class Limits:
                     raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not {what}") from None
         return cls(**values)
 
+    def fitted(self, environ=os.environ) -> "Limits":
+        """These limits with the memory of a task's workers fitted to the box, as it is when the
+        task starts: what is asked (or WORKER_MEMORY_MB), but no more than the box's limit leaves
+        once what the box holds now and the trusted side's growth are set aside, shared with the
+        gradings that run beside this one. The kernel then meets the workers' own limit before
+        the box's, and a learner who allocates too much loses a test, not the report."""
+        asked = self.memory_mb or WORKER_MEMORY_MB
+        budget = cgroups.memory_budget()
+        if budget is None:
+            return replace(self, memory_mb=asked)
+        sharing = max(1, int(environ.get(CONCURRENT_GRADINGS_ENV, "1") or 1))
+        room = (budget.limit_bytes - budget.held_bytes) // sharing // 2**20 - TRUSTED_GROWTH_MB
+        return replace(self, memory_mb=max(MIN_WORKER_MEMORY_MB, min(asked, room)))
+
     def rlimits(self, with_address_space: bool) -> dict[str, int]:
         """The rlimits the worker sets on itself (`grader.core.worker.apply_rlimits`)."""
         limits = {"CPU": self.cpu_seconds, "FSIZE": self.file_size_mb << 20, "NOFILE": self.open_files}
         if with_address_space:
             limits["AS"] = self.memory_mb << 20
         return limits
+
+    def cgroup(self, name: str) -> cgroups.Cgroup:
+        """A cgroup for a task's workers with these (fitted) limits."""
+        return cgroups.Cgroup(name, self.memory_mb << 20, self.processes, self.cpus)
+
+
+def trust_this_process() -> None:
+    """Mark this process as one the kernel should end last when the box runs out of memory:
+    the grading's own processes hold the report, a learner's worker only its test. Lowering a
+    score needs root; elsewhere it stays as it was (workers still go first, at +1000)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as score:
+            score.write(str(TRUSTED_OOM_SCORE_ADJ))
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------- can a sandbox be made here?
@@ -141,11 +180,11 @@ def availability() -> tuple[bool, str]:
 
 def enforcement(limits: Limits) -> dict[str, str]:
     """How each limit is enforced on this machine, for the score report."""
-    probe = Cgroup(f"probe-{os.getpid()}", limits)
-    kind = probe.kind if probe.paths else None
+    probe = Limits(memory_mb=MIN_WORKER_MEMORY_MB).cgroup(f"probe-{os.getpid()}")
+    kind = probe.kind
     cpus = f"{limits.cpus:g} (cgroup {kind})" if probe.cpu_limited else "not limited (no cpu cgroup controller here)"
     probe.kill_all()
-    return {"memory_mb": f"{limits.memory_mb} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
+    return {"memory_mb": f"{_memory_policy(limits)} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
             "processes": f"{limits.processes} (cgroup {kind})" if kind else "pid namespace only (no cgroup here)",
             "cpus": cpus,
             "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
@@ -154,167 +193,13 @@ def enforcement(limits: Limits) -> dict[str, str]:
             "network": "none (own network namespace)"}
 
 
-# ---------------------------------------------------------------- cgroups
-
-class Cgroup:
-    """A cgroup per worker for memory and process count, and CPU where the cpu controller is
-    there too; `None` parts where none can be made."""
-
-    def __init__(self, name: str, limits: Limits):
-        self.paths: list[Path] = []
-        self.cpu_limited = False
-        self.kind = _cgroup_kind()
-        quota = f"{max(1000, int(limits.cpus * _CPU_PERIOD_US))} {_CPU_PERIOD_US}"
-        if self.kind == "v2":
-            path = _V2_PARENT / name
-            if _try_mkdir(path) and _write(path / "memory.max", limits.memory_mb << 20) \
-                    and _write(path / "pids.max", limits.processes):
-                _write(path / "memory.swap.max", 0)
-                self.cpu_limited = _write(path / "cpu.max", quota)
-                self.paths = [path]
-        elif self.kind == "v1":
-            memory, pids = _V1_ROOT / "memory" / "grader" / name, _V1_ROOT / "pids" / "grader" / name
-            if _try_mkdir(memory) and _try_mkdir(pids) and _write(memory / "memory.limit_in_bytes", limits.memory_mb << 20) \
-                    and _write(pids / "pids.max", limits.processes):
-                self.paths = [memory, pids]
-                cpu = _V1_ROOT / "cpu" / "grader" / name
-                if _try_mkdir(cpu) and _write(cpu / "cpu.cfs_period_us", _CPU_PERIOD_US) \
-                        and _write(cpu / "cpu.cfs_quota_us", quota.split()[0]):
-                    self.paths.append(cpu)
-                    self.cpu_limited = True
-                else:
-                    _try_rmdir(cpu)
-            else:
-                for path in (memory, pids):
-                    _try_rmdir(path)
-        if not self.paths:
-            self.kind = None
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        """`argv`, started from inside this cgroup: a shell puts itself into it, then becomes
-        `argv`, so every process the command starts is born inside, with no window in which
-        one could escape the limits."""
-        if not self.paths:
-            return argv
-        files = [str(p / "cgroup.procs") for p in self.paths]
-        join = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(files)))
-        return ["/bin/sh", "-c", f'{join} && shift {len(files)} && exec "$@"', "grader-worker", *files, *argv]
-
-    def memory_exceeded(self) -> bool:
-        """Did the kernel kill a process of this cgroup for memory?"""
-        for path in self.paths:
-            for name in ("memory.events", "memory.oom_control"):
-                text = read_text(path / name)
-                if text and any(line.startswith("oom_kill ") and line.split()[1] != "0" for line in text.splitlines()):
-                    return True
-            failcnt = read_text(path / "memory.failcnt")
-            if failcnt and failcnt.strip() != "0" and read_text(path / "memory.max_usage_in_bytes"):
-                return True
-        return False
-
-    def processes(self) -> list[int]:
-        """The pids in this cgroup (none where no cgroup could be made)."""
-        return _pids(self.paths[0]) if self.paths else []
-
-    def kill_all(self, timeout_s: float = 5.0) -> None:
-        """SIGKILL every process in the cgroup until none is left, then remove it."""
-        deadline = time.monotonic() + timeout_s
-        for path in self.paths:
-            while time.monotonic() < deadline:
-                pids = _pids(path)
-                if not pids:
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.01)
-            _try_rmdir(path)
-        self.paths = []
-
-
-def _pids(path: Path) -> list[int]:
-    return [int(p) for p in (read_text(path / "cgroup.procs") or "").split()]
-
-
-_V2_PARENT = Path("/sys/fs/cgroup/grader")
-_V1_ROOT = Path("/sys/fs/cgroup")
-_CPU_PERIOD_US = 100_000
-
-
-@functools.cache
-def _cgroup_kind() -> str | None:
-    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        controllers = read_text(Path("/sys/fs/cgroup/cgroup.controllers")) or ""
-        if {"memory", "pids"} <= set(controllers.split()) and _try_mkdir(_V2_PARENT):
-            for parent in (Path("/sys/fs/cgroup"), _V2_PARENT):
-                _write(parent / "cgroup.subtree_control", "+memory +pids")
-                _write(parent / "cgroup.subtree_control", "+cpu")        # where there is one
-            _sweep([_V2_PARENT])
-            return "v2"
-        return None
-    if (_V1_ROOT / "memory").is_dir() and (_V1_ROOT / "pids").is_dir():
-        _sweep([_V1_ROOT / "memory" / "grader", _V1_ROOT / "pids" / "grader", _V1_ROOT / "cpu" / "grader"])
-        return "v1"
-    return None
-
-
-def _sweep(parents: list[Path], older_than_s: float = 600.0) -> None:
-    """Remove the empty cgroups of graders that were killed before they could clean up (only
-    old ones: a young empty one may be about to receive its first process)."""
-    for parent in parents:
-        for child in parent.glob("*") if parent.is_dir() else []:
-            try:
-                if child.is_dir() and time.time() - child.stat().st_mtime > older_than_s:
-                    child.rmdir()
-            except OSError:
-                pass
-
-
-def _try_mkdir(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        return True
-    except OSError:
-        return False
-
-
-def _try_rmdir(path: Path) -> None:
-    for _ in range(50):
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:           # busy: its last process is still being reaped
-            time.sleep(0.02)
-
-
-def _write(path: Path, value) -> bool:
-    try:
-        path.write_text(str(value))
-        return True
-    except OSError:
-        return False
-
-
-def read_text(path: Path | str) -> str | None:
-    """The file's text, or None where it cannot be read (a process or cgroup that is gone).
-    Plain system calls: pausing a worker reads a few files of /proc per thread at every call."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    chunks = []
-    try:
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", "replace")
+def _memory_policy(limits: Limits) -> str:
+    asked = limits.memory_mb or WORKER_MEMORY_MB
+    budget = cgroups.memory_budget()
+    if budget is None:
+        return str(asked)
+    return f"at most {asked}, fitted at each task's start to the box's {budget.limit_bytes >> 20} MB " \
+           f"less what the grading holds then and {TRUSTED_GROWTH_MB} MB for its trusted side"
 
 
 # ---------------------------------------------------------------- the jail
@@ -336,7 +221,7 @@ class Jail:
         self.writable_dirs = [Path(d) for d in writable_dirs]
         self.git_dir = git_dir
         self.device_copies = _device_copies(self.private / "dev")
-        self.cgroup = Cgroup(self.private.name, limits)
+        self.cgroup = limits.cgroup(self.private.name)
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` (the worker's command line) wrapped in the jail. `argv` is the jail's first
@@ -348,7 +233,7 @@ class Jail:
                  "--gid", str(SANDBOX_UID), "--hostname", "grader", "--as-pid-1", "--die-with-parent", "--new-session",
                  "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
                  *argv]
-        return self.cgroup.wrap(bwrap)
+        return self.cgroup.wrap(bwrap, oom_score_adj=LEARNER_OOM_SCORE_ADJ)
 
     @property
     def rlimits(self) -> dict[str, int]:

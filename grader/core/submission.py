@@ -23,6 +23,7 @@ from grader.core.dispatch import answer, asking
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
+from grader.reports.report import OUT_OF_MEMORY
 from grader.tasks import COURSE_ROOT
 
 STARTUP_LIMIT_S = 60.0
@@ -223,11 +224,16 @@ class WorkerBackend:
         if isinstance(exc, wire.WireError):      # it is alive, but what it sent is not the protocol
             return WorkerCrashed(f"the process importing {name} sent a broken message ({exc})")
         if not self._host.started_up():
+            if self._host.memory_exceeded():
+                return CourseFault(f"the grading worker ran {OUT_OF_MEMORY} (limit {self._host.limits.memory_mb} MB) "
+                                   f"while importing the task's libraries, before {name} was imported: this machine "
+                                   "or container is too small for this task (README: \"Memory, and the sizes the "
+                                   "platforms give\")")
             how = self._host.exit_description(wait_s=1.0)          # ended first, so all it printed is read
             printed = self.output.since(self._host_output_mark).strip()[-2000:] or "nothing"
             return CourseFault(f"the grading worker could not start (it ended: {how}), before {name} was "
                                f"imported; it printed: {printed}")
-        return WorkerCrashed(f"the process importing {name} died ({worker.exit_description()})")
+        return WorkerCrashed(f"the process importing {name} died: {worker.exit_description()}")
 
     def _startup_failure_again(self) -> SubmissionFailure:
         return type(self._startup_failure)(*self._startup_failure.args)
@@ -261,7 +267,7 @@ class WorkerBackend:
             raise CallTimeout(f"{name}() did not return within the time limit") from None
         except wire.ChannelClosed:
             how = self._stop()
-            raise WorkerCrashed(f"the process running {name}() died ({how})") from None
+            raise WorkerCrashed(f"the process running {name}() died: {how}") from None
         except wire.WireError as exc:           # it is alive, but what it sent is not a reply
             self._stop(wait_s=0)
             raise WorkerCrashed(f"the process running {name}() sent a broken reply ({exc})") from None

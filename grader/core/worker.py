@@ -38,6 +38,14 @@ PRELOADABLE = ("numpy", "torch", "transformers", "peft", "trl", "datasets", "saf
                "pandas", "accelerate")
 
 
+def give_back_freed_memory() -> None:
+    """What a call freed goes back to the box (glibc keeps freed heap in its arenas unless
+    asked), so that a worker that served many tests is no bigger than the work in flight."""
+    trim = getattr(_LIBC, "malloc_trim", None)       # glibc's; other C libraries return memory on their own
+    if trim is not None:
+        trim(0)
+
+
 def apply_rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
@@ -57,6 +65,7 @@ def serve(module_path: Path, channel: wire.Channel) -> None:
         except wire.ChannelClosed:
             return
         channel.send(*answer(module, module_path, header, blobs, ask))
+        give_back_freed_memory()
 
 
 def zygote(module_path: Path, control: socket.socket, preload: list[str], probe_files: list[str]) -> None:

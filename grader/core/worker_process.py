@@ -32,7 +32,9 @@ from pathlib import Path
 
 from grader.core import wire
 from grader.core.dispatch import MAX_QUESTIONS, is_question, witness_answer
-from grader.core.sandbox import WORKER_ENV, Cgroup, Jail, Limits, read_text
+from grader.core.cgroups import read_text
+from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Jail, Limits
+from grader.reports.report import OUT_OF_MEMORY
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
@@ -165,7 +167,7 @@ class Worker:
     def exit_description(self, wait_s: float = 1.0) -> str:
         """How the worker ended; a worker whose pipe just closed gets a moment to finish dying."""
         if self.host.memory_exceeded():
-            return f"it went over its memory limit of {self.host.spec.limits.memory_mb} MB"
+            return f"{OUT_OF_MEMORY} (limit {self.host.limits.memory_mb} MB)"
         self.host.read_messages(until=lambda: self.exit is not None, wait_s=wait_s)
         if self.exit is None:
             return "it stopped answering" if self.host.alive() else f"its sandbox ended ({self.host.exit_description()})"
@@ -190,17 +192,19 @@ class WorkerHost:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe()
         self.jail: Jail | None = None
+        self.limits = spec.limits.fitted()          # the box as it is now, as this task starts
         preload = sorted(_imported_libraries(module_bytes, spec.probe_files))
         if spec.sandboxed:
             self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
-                             writable_dirs=list(spec.writable_dirs), limits=spec.limits, git_dir=git_dir)
+                             writable_dirs=list(spec.writable_dirs), limits=self.limits, git_dir=git_dir)
             self.cgroup = self.jail.cgroup
             argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files)
             command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
         else:
-            self.cgroup = Cgroup(f"worker-{os.getpid()}-{id(self)}", spec.limits)
-            rlimits = spec.limits.rlimits(with_address_space=not self.cgroup.paths)
-            command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload, spec.probe_files))
+            self.cgroup = self.limits.cgroup(f"worker-{os.getpid()}-{id(self)}")
+            rlimits = self.limits.rlimits(with_address_space=not self.cgroup.paths)
+            command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload, spec.probe_files),
+                                       oom_score_adj=LEARNER_OOM_SCORE_ADJ)
             self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
             cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
         # Its input is an empty pipe, not /dev/null: a file this process opened would be the

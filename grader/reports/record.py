@@ -65,3 +65,19 @@ def run_record(*, run_id: str, started: datetime, finished: datetime, commit: st
             "duration_s": round((finished - started).total_seconds(), 3), "commit": commit,
             "config": config, "data_version": data_version(), "seed": seed,
             "environment": environment(), "metrics": metrics}
+
+
+def combined_run(runs: list[dict], total, tests: int) -> dict:
+    """The record of a grading run in parts (one session per task): the first part's, with the
+    whole run's end, duration, tasks and metrics."""
+    first, last = runs[0], runs[-1]
+    record = {**first, "finished_at": last.get("finished_at"),
+              "duration_s": round(sum(run.get("duration_s") or 0 for run in runs), 3)}
+    record["config"] = {**first.get("config", {}),
+                        "tasks": [t for run in runs for t in run.get("config", {}).get("tasks", [])]}
+    startups = [run.get("metrics", {}).get("worker_startup_s") for run in runs]
+    startups = [s for s in startups if s is not None]
+    record["metrics"] = {**first.get("metrics", {}), "score": total.points, "max_score": total.max_points,
+                         "percent": total.percent, "tests": tests,
+                         "worker_startup_s": max(startups) if startups else None}
+    return record

@@ -34,9 +34,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from grader.reports.record import combined_run
+
 SCHEMA = "l1-exercises/score-report"
+REPORT_NAME = "score_report.json"        # a grading's report, in its folder
 SCHEMA_VERSION = 1
 STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed")
+OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 
 
 class ReportError(ValueError):
@@ -151,6 +155,22 @@ class ScoreReport:
         """The report of a grading that produced none of its own: nothing earned, the reason kept."""
         return cls(run={}, submission=submission or {}, tasks=[], problems=[problem])
 
+    @classmethod
+    def combined(cls, parts: list["ScoreReport"]) -> "ScoreReport":
+        """One grading's report from its parts (one per task, each its own session), in order:
+        their tasks and problems together, the first part's record with the whole run's times
+        and metrics."""
+        recorded = [part for part in parts if part.run]
+        report = cls(run=dict(recorded[0].run) if recorded else {},
+                     submission=next((p.submission for p in parts if p.submission), {}),
+                     tasks=[task for part in parts for task in part.tasks],
+                     problems=[problem for part in parts for problem in part.problems],
+                     stopped_early=next((p.stopped_early for p in parts if p.stopped_early), None),
+                     isolation=next((p.isolation for p in parts if p.isolation), {}))
+        if recorded:
+            report.run = combined_run([part.run for part in recorded], report.total, len(report.tests()))
+        return report
+
     @property
     def complete(self) -> bool:
         return not self.problems and not self.stopped_early
@@ -165,6 +185,10 @@ class ScoreReport:
 
     def tests(self):
         return [test for task in self.tasks for test in task.tests]
+
+    def out_of_memory(self) -> list[TestResult]:
+        """The tests whose worker the kernel ended for memory."""
+        return [t for t in self.tests() if t.status == "crashed" and OUT_OF_MEMORY in t.feedback]
 
     def to_json(self) -> dict:
         total = self.total

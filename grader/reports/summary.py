@@ -20,9 +20,8 @@ from pathlib import Path
 
 from grader.reports import figures
 from grader.reports.html import bar, image, page
-from grader.reports.report import ReportError, ScoreReport, read_report, write_text_atomically
+from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_text_atomically
 
-REPORT_NAME = "score_report.json"
 CLASS_FILES = ("summary.csv", "concepts.csv", "class.html")    # beside the submissions' folders
 MOST_OFTEN_LOST = 10
 
@@ -40,7 +39,9 @@ class Entry:
     def status(self) -> str:
         if self.report is None:
             return f"unreadable: {self.unreadable}" if self.unreadable else "not graded yet"
-        return "complete" if self.report.complete else "incomplete"
+        status = "complete" if self.report.complete else "incomplete"
+        starved = self.report.out_of_memory()
+        return f"{status}; {len(starved)} test(s) ran out of memory" if starved else status
 
 
 def load_entries(folder: Path) -> list[Entry]:

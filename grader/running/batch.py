@@ -13,8 +13,8 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from grader.reports.report import ReportError, ScoreReport, read_report, write_report
-from grader.reports.summary import CLASS_FILES, REPORT_NAME, Entry, write_gradebook
+from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
+from grader.reports.summary import CLASS_FILES, Entry, write_gradebook
 from grader.running import archives, runner
 
 _UNSAFE = re.compile(r"[^\w.-]+")     # letters (any script), digits, `_`, `.` and `-` are kept

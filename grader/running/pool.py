@@ -1,10 +1,13 @@
 """A pool of long-lived pytest processes, each running one grading after another.
 
-Every grading is still its own `pytest.main` session with its own score report; the process
-around it is reused so that torch, the suites and their oracles are imported once per pool
-process instead of once per submission. Only course code runs in these processes: learner
-code runs in the session's workers (or in-process when a trusted caller asks for it, as the
-audit does for the course's own mutants).
+A grading is one `pytest.main` session per task, each with its own score report (the runner
+combines them). The pool process imports the libraries every suite needs (pytest, numpy, torch,
+transformers: seconds of CPU) once, and runs each session in a child forked from it: what a
+task's session imports and computes beyond that (its suites, their oracles and caches, peft or
+trl) dies with the child, so a grading holds one task's memory at a time, and a task whose
+session is killed (out of memory, say) costs that task alone, never the tasks after it. Only
+course code runs in these processes: learner code runs in the session's workers (or in-process
+when a trusted caller asks for it, as the audit does for the course's own mutants).
 
 Parent and child talk over the child's stdin and its original stdout, one JSON line each way
 per grading, the reply carrying the job's nonce: a line that does not (written by anything but
@@ -13,7 +16,7 @@ that dies takes only the grading in flight with it: the parent starts a fresh ch
 rest. The parent's deadline is the watchdog: it needs nothing from the child (no signal, no
 reply) to end a grading that runs too long, and SIGKILL ends a child even when it is stopped.
 
-Each child (and the workers it starts) runs torch on one thread (OMP_NUM_THREADS=1, unless
+Each pool process (and the workers it starts) runs torch on one thread (OMP_NUM_THREADS=1, unless
 the caller set it); parallelism comes from grading several submissions at once. OpenMP threads
 spin while they wait: as soon as anything else wants the same cores (another grading, a busy
 machine), two threads per process run many times slower than one, while the suites' small
@@ -23,33 +26,43 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import json
 import os
 import secrets
 import select
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, trust_this_process
+from grader.core.worker import die_with_parent
 from grader.tasks import COURSE_ROOT
 
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"
+SESSION_DIED = "session died"     # exit status of one task's session killed under its pool process
+BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.modeling_llama", "hypothesis",
+                  "grader.core.plugin")
 
 
 class PytestPool:
     def __init__(self, size: int):
         self.size = max(1, size)
 
-    def run(self, jobs: list[tuple[list[str], Path]], limit_s: float, on_done=None, stream=None) -> list:
-        """Run `pytest.main(args)` for each (args, log_path); return their exit codes in order.
-        `on_done(index, code)` is called as each ends; `stream(text)` receives each log's output
-        as it grows (one job at a time)."""
+    def run(self, jobs: list[tuple[list[list[str]], Path]], limit_s: float, on_done=None, stream=None) -> list:
+        """Run each job, a list of pytest argument lists (one session each, in order) with its log
+        path, within `limit_s`; return per job the exit codes of its sessions (a session killed
+        under its pool process counts as SESSION_DIED), or DIED / TIMED_OUT for a job whose pool
+        process died or ran out of time. `on_done(index, codes)` is called as each job ends;
+        `stream(text)` receives each log's output as it grows (one job at a time)."""
         codes: list = [None] * len(jobs)
         queue = list(enumerate(jobs))
         lock = threading.Lock()
+        env = {CONCURRENT_GRADINGS_ENV: str(min(self.size, len(jobs)))}
 
         def serve():
             child = None
@@ -57,9 +70,9 @@ class PytestPool:
                 with lock:
                     if not queue:
                         break
-                    index, (args, log_path) = queue.pop(0)
-                child = child or _Child()
-                codes[index] = child.run(args, log_path, limit_s, stream)
+                    index, (sessions, log_path) = queue.pop(0)
+                child = child or _Child(env)
+                codes[index] = child.run(sessions, log_path, limit_s, stream)
                 if codes[index] in (DIED, TIMED_OUT):
                     child.kill()
                     child = None
@@ -77,15 +90,15 @@ class PytestPool:
 
 
 class _Child:
-    def __init__(self):
-        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ}
+    def __init__(self, env: dict):
+        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ, **env}
         self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def run(self, args: list[str], log_path: Path, limit_s: float, stream):
+    def run(self, sessions: list[list[str]], log_path: Path, limit_s: float, stream):
         nonce = secrets.token_hex(16)
         try:
-            self.process.stdin.write(json.dumps({"args": args, "log": str(log_path), "nonce": nonce}) + "\n")
+            self.process.stdin.write(json.dumps({"sessions": sessions, "log": str(log_path), "nonce": nonce}) + "\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             return DIED
@@ -99,11 +112,11 @@ class _Child:
                 line = self.process.stdout.readline()
                 if not line:
                     return DIED
-                code = _exit_code(line, nonce)
-                if code is not None:
+                codes = _exit_codes(line, nonce, len(sessions))
+                if codes is not None:
                     if stream:
                         _echo_new(log_path, shown, stream)
-                    return code
+                    return codes
             if time.monotonic() > deadline:
                 return TIMED_OUT
 
@@ -115,15 +128,19 @@ class _Child:
         self.process.stdin.close()      # it exits on its own; its teardown need not hold us up
 
 
-def _exit_code(line: str, nonce: str):
-    """The exit code a reply line carries for this job, or None for any other line."""
+def _exit_codes(line: str, nonce: str, sessions: int) -> list | None:
+    """The sessions' exit codes a reply line carries for this job, or None for any other line."""
     try:
         reply = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(reply, dict) or reply.get("nonce") != nonce or not isinstance(reply.get("exit"), int):
+    if not isinstance(reply, dict) or reply.get("nonce") != nonce:
         return None
-    return reply["exit"]
+    codes = reply.get("exits")
+    if not isinstance(codes, list) or len(codes) != sessions or \
+            not all(isinstance(c, int) or (isinstance(c, str) and c.startswith(SESSION_DIED)) for c in codes):
+        return None
+    return codes
 
 
 def _echo_new(log_path: Path, shown: int, stream) -> int:
@@ -140,20 +157,43 @@ def _echo_new(log_path: Path, shown: int, stream) -> int:
 
 def _serve() -> None:
     import pytest
+    for name in BASE_LIBRARIES:           # what every task's session needs, imported once and shared
+        importlib.import_module(name)
     replies = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)           # stray writes to fd 1 or 2 (C code, subprocesses) must not
     os.dup2(devnull, 2)           # reach the reply pipe or the user's terminal
+    trust_this_process()
     for line in sys.stdin:
         request = json.loads(line)
-        # What survived the last grading (modules, caches) lives on: freeze it, so the garbage
-        # collection each pytest session ends with scans only that session's objects.
+        # What the pool process holds lives on in every session: freeze it, so the garbage
+        # collection each session ends with scans only that session's objects, and the pages
+        # it shares with its children stay shared.
         gc.freeze()
-        with open(request["log"], "w", encoding="utf-8") as log, \
-                contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            code = pytest.main(request["args"])
-        replies.write(json.dumps({"exit": int(code), "nonce": request["nonce"]}) + "\n")
+        Path(request["log"]).write_text("", encoding="utf-8")
+        codes = [_session(pytest, args, request["log"], replies) for args in request["sessions"]]
+        replies.write(json.dumps({"exits": codes, "nonce": request["nonce"]}) + "\n")
         replies.flush()
+
+
+def _session(pytest, args: list[str], log_path: str, replies) -> int | str:
+    """One pytest session in a child of this process: its exit code, or SESSION_DIED and how."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            die_with_parent(parent)          # a pool process killed by its watchdog takes its session with it
+            replies.close()
+            with open(log_path, "a", encoding="utf-8") as log, \
+                    contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                code = int(pytest.main(args))
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return f"{SESSION_DIED}: killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
 
 
 if __name__ == "__main__":

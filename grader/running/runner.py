@@ -1,22 +1,26 @@
-"""Grading runs: one pytest session per submission, its score report read back.
+"""Grading runs: one pytest session per task of a submission, their reports combined into one.
 
-Each run is a `pytest.main` session on the course's own suites and config, pointed at the
-submission with `--impl`; so a grading can neither inherit results from another nor be changed
-by files in the submitted tree. Sessions run in a pool of reused pytest processes
-(`grader.running.pool`), `jobs` at a time.
+Each session is a `pytest.main` run on the course's own suites and config for one task,
+pointed at the submission with `--impl`; so a grading can neither inherit results from another
+nor be changed by files in the submitted tree. Sessions run in a pool of reused pytest processes
+(`grader.running.pool`), each session in a child of its pool process, `jobs` submissions at a time.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.running.pool import PytestPool
-from grader.reports.report import ReportError, ScoreReport, read_report
+from grader.core.cgroups import memory_budget
+from grader.reports.record import new_run_id
+from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
+from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
 from grader.tasks import COURSE_ROOT, Task
 
 RUN_LIMIT_S = 20 * 60          # one submission, all tasks: far above the 90 s budget, a backstop only
+PARTS = "parts"                # below a run's out_dir: each task's session's report, combined when all are in
 
 
 @dataclass
@@ -30,13 +34,16 @@ class GradingRun:
     out_dir: Path | None = None          # keeps score_report.json, pytest.log and worker logs
     extra_args: list[str] = field(default_factory=list)
 
-    def args(self, out_dir: Path, scratch: Path) -> list[str]:
-        """pytest's arguments: reports and logs go to `out_dir`, which a sandboxed worker never
-        sees; pytest's temporary folders, which it does see, to `scratch`."""
-        paths = [str(p) for task in self.tasks for p in task.suite_paths(self.hidden)]
+    def sessions(self, out_dir: Path, scratch: Path, run_id: str) -> list[list[str]]:
+        """pytest's arguments, one session per task: reports and logs go to `out_dir`, which a
+        sandboxed worker never sees; pytest's temporary folders, which it does see, to `scratch`."""
+        return [self._args(task, out_dir, scratch / task.name, run_id) for task in self.tasks]
+
+    def _args(self, task: Task, out_dir: Path, scratch: Path, run_id: str) -> list[str]:
+        paths = [str(p) for p in task.suite_paths(self.hidden)]
         return [*paths, "--impl", str(Path(self.impl).resolve()), "--backend", self.backend,
-                "--isolation", self.isolation, "--basetemp", str(scratch),
-                "--grader-seed", str(self.seed), "--score-report", str(out_dir / "score_report.json"),
+                "--isolation", self.isolation, "--basetemp", str(scratch), "--grader-run-id", run_id,
+                "--grader-seed", str(self.seed), "--score-report", str(out_dir / PARTS / f"{task.name}.json"),
                 "--worker-logs", str(out_dir / "logs"), "--rootdir", str(COURSE_ROOT),
                 "-c", str(COURSE_ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
                 "-q", "--tb=no", "-rN", "--no-header",
@@ -60,14 +67,16 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
                     for i, job in enumerate(jobs)]
         for out_dir in out_dirs:
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / "score_report.json").unlink(missing_ok=True)
-        (Path(scratch) / "tmp").mkdir()
-        pool_jobs = [(job.args(out_dir, Path(scratch) / "tmp" / str(i)), out_dir / "pytest.log")
+            (out_dir / REPORT_NAME).unlink(missing_ok=True)
+            shutil.rmtree(out_dir / PARTS, ignore_errors=True)
+        for i in range(len(jobs)):
+            (Path(scratch) / "tmp" / str(i)).mkdir(parents=True)
+        pool_jobs = [(job.sessions(out_dir, Path(scratch) / "tmp" / str(i), new_run_id()), out_dir / "pytest.log")
                      for i, (job, out_dir) in enumerate(zip(jobs, out_dirs))]
         reports: list[ScoreReport | None] = [None] * len(jobs)
 
-        def finished(index: int, code) -> None:
-            reports[index] = _report(out_dirs[index], code, keep_log=jobs[index].out_dir is not None)
+        def finished(index: int, codes) -> None:
+            reports[index] = combine(jobs[index], out_dirs[index], codes, keep_log=jobs[index].out_dir is not None)
             if on_done:
                 on_done(jobs[index], reports[index])
         PytestPool(workers).run(pool_jobs, limit_s, stream=_write_through if stream else None, on_done=finished)
@@ -75,21 +84,49 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
 
 
 _EXIT_MEANINGS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected",
-                  "died": "the grading process died", "timeout": "ran past the submission's time limit"}
+                  DIED: "the grading process died", TIMED_OUT: "ran past the submission's time limit"}
 
 
-def _report(out_dir: Path, code, keep_log: bool) -> ScoreReport:
-    path = out_dir / "score_report.json"
+def combine(job: GradingRun, out_dir: Path, codes, keep_log: bool) -> ScoreReport:
+    """The submission's report from its tasks' parts, written as `out_dir/score_report.json`.
+    Whatever ended a session is said in `problems`; a task whose session left no report at all
+    is listed there too, so nothing about it is silently lost."""
     log_hint = f"; see {out_dir / 'pytest.log'}" if keep_log else ""
-    if path.exists():
-        try:
-            report = read_report(path)
-        except ReportError as exc:
-            return ScoreReport.failed(f"the score report could not be read: {exc}{log_hint}")
-        if code not in (0, 1) and not report.stopped_early:
-            report.problems.append(f"pytest exited with code {code} ({_EXIT_MEANINGS.get(code, 'unknown')}){log_hint}")
-        return report
-    return ScoreReport.failed(f"grading ended without a score report ({_EXIT_MEANINGS.get(code, code)}){log_hint}")
+    whole = None if isinstance(codes, list) else codes        # the pool process itself died or timed out
+    parts = []
+    for index, task in enumerate(job.tasks):
+        code = whole or codes[index]
+        part = _part(out_dir / PARTS / f"{task.name}.json", log_hint)
+        if part is None:
+            parts.append(ScoreReport.failed(f"{task.name}: grading ended without a score report "
+                                            f"({_meaning(code)}){log_hint}"))
+            continue
+        if whole is None and code not in (0, 1) and not part.stopped_early:
+            part.problems.append(f"{task.name}: pytest exited with code {code} ({_meaning(code)}){log_hint}")
+        parts.append(part)
+    report = ScoreReport.combined(parts)
+    if whole is not None:
+        report.problems.append(f"{_meaning(whole)}{log_hint}")
+    write_report(report, out_dir / REPORT_NAME)
+    shutil.rmtree(out_dir / PARTS, ignore_errors=True)
+    return report
+
+
+def _part(path: Path, log_hint: str) -> ScoreReport | None:
+    if not path.exists():
+        return None
+    try:
+        return read_report(path)
+    except ReportError as exc:
+        return ScoreReport.failed(f"the score report could not be read: {exc}{log_hint}")
+
+
+def _meaning(code) -> str:
+    if isinstance(code, str) and code.startswith(SESSION_DIED):
+        budget = memory_budget()
+        memory = f"; the box's memory limit is {budget.limit_bytes >> 20} MB" if budget else ""
+        return f"its grading process was {code[len(SESSION_DIED) + 2:]}{memory}"
+    return _EXIT_MEANINGS.get(code, "unknown")
 
 
 def _write_through(text: str) -> None:

@@ -370,7 +370,7 @@ def _no_delegation(graded: Graded) -> None:
 def _memory_limit(graded: Graded) -> None:
     limits = graded.report.isolation.get("limits", {})
     if "cgroup" in limits.get("memory_mb", ""):
-        some_feedback_says(graded, "memory limit", status="crashed")
+        some_feedback_says(graded, "out of memory (limit", status="crashed")
     else:
         some_feedback_says(graded, "MemoryError")
 

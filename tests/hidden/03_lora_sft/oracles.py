@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from transformers.utils import logging as hf_logging
 
+from grader.core.checks import in_fork
 from grader.tasks import DATASETS
 
 MODEL_DIR = DATASETS / "tiny_llama"
@@ -124,6 +125,7 @@ def template_labels(messages, max_length=None, chat_template=None):
 
 
 @lru_cache(maxsize=4)
+@in_fork                       # trl, datasets and a trainer: an oracle's, not the grading's, for the rest of the task
 def _trl_prepared(key, max_length):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
@@ -279,6 +281,7 @@ def build_reference_adapter(folder):
 
 
 @cache
+@in_fork                       # a training run's libraries and heap end with it
 def reference_adapter_files():
     """The reference adapter's files {name: bytes}, built once per process."""
     from pathlib import Path
