@@ -236,6 +236,47 @@ def test_html_report_shows_bars_feedback_and_figures_escaped(report):
     assert "not graded here" in page and "https://" not in page and "http://" not in page
 
 
+MATHTEXT = "$\\undefinedmacro{x}$"        # matplotlib's mathtext refuses it: it raised inside the page
+
+
+def breakdown_of(*steps) -> dict:
+    return {"profile": "datasets/profiles/cpu_train_step",
+            "steps": [{"step": step, "wall_ms": 10.0, "forward_ms": 4.0, "backward_ms": 5.0} for step in steps]}
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_learner_text_in_figures_is_drawn_as_plain_text():
+    import matplotlib
+    from grader.reports import figures
+    assert png_size(figures.step_breakdown_png(breakdown_of(MATHTEXT, 2)))
+    # mathtext ignores spaces, so it draws these two alike; as text they differ
+    assert figures.step_breakdown_png(breakdown_of("$x$")) != figures.step_breakdown_png(breakdown_of("$ x$"))
+    # an instructor's matplotlibrc may turn TeX on: a learner's string still never reaches TeX
+    plain = figures.step_breakdown_png(breakdown_of("\\input{/etc/passwd}"))
+    with matplotlib.rc_context({"text.usetex": True}):
+        assert figures.step_breakdown_png(breakdown_of("\\input{/etc/passwd}")) == plain
+
+
+def test_figures_draw_any_learner_steps_at_a_bounded_size():
+    from grader.reports import figures
+    nasty = ["lone \ud800 surrogate", "NUL \x00", "\n" * 500, "x" * 100_000, "\u202eright to left", "\x1b[2J",
+             {"a": [1]}, None, 1e308]
+    assert png_size(figures.step_breakdown_png(breakdown_of(*nasty)))
+    _, height = png_size(figures.step_breakdown_png(breakdown_of(*range(5000))))     # 64 KiB of rows
+    assert height == png_size(figures.step_breakdown_png(breakdown_of(*range(figures.MAX_STEPS_DRAWN))))[1]
+
+
+def test_html_report_draws_a_mathtext_step_name_as_text(report):
+    (converges,) = [t for t in report.tests() if t.artifacts]
+    converges.artifacts["step_breakdown"] = breakdown_of(MATHTEXT, "$x^2$")
+    page = report_html(report)
+    assert page.count("data:image/png;base64,") == 2 and "could not be drawn" not in page
+
+
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
