@@ -106,12 +106,18 @@ def write_gradebook(path: Path, entries: list[Entry]) -> None:
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CELL_LIMIT = 32_000         # characters: a spreadsheet cell holds 32,767, Python's csv reader 131,072
 
 
 def inert(cells: list) -> list:
     """The cells with every text that a spreadsheet would run as a formula (a submission named
-    `=HYPERLINK(...)`) opened by a quote, which shows as text; numbers stay numbers."""
-    return [f"'{c}" if isinstance(c, str) and c.startswith(FORMULA_STARTS) else c for c in cells]
+    `=HYPERLINK(...)`) opened by a quote, which shows as text, and every text cut to what a cell
+    holds (problems can quote learner data at length); numbers stay numbers."""
+    return [_within_cell(f"'{c}" if c.startswith(FORMULA_STARTS) else c) if isinstance(c, str) else c for c in cells]
+
+
+def _within_cell(text: str) -> str:
+    return text if len(text) <= CELL_LIMIT else text[:CELL_LIMIT - 12] + " … (cut)"
 
 
 def concept_table(entries: list[Entry]):
