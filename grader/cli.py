@@ -8,6 +8,7 @@ problem, crash of the grading process): its report says why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from rich.markup import escape
 from grader.core import sandbox
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from grader.reports.render import batch_table, print_report
-from grader.reports.report import ScoreReport, write_report, write_text_atomically
+from grader.reports.report import ScoreReport, unwritten_reason, write_report, write_text_atomically
 from grader.running import batch
 from grader.running import runner
 from grader.tasks import EXERCISES, HIDDEN, all_tasks, task_named
@@ -134,11 +135,15 @@ def _report_outputs(command, one_submission: bool = False) -> None:
 
 
 def _check(args, tasks, console) -> int:
-    report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False), stream=True)
-    print_report(report, console, first_hint_only=True)
-    _write_outputs(report, args)
+    github = None
     if args.format == "github":
         from grader.reports import github
+    # Under Actions, everything before the annotations may carry learner text: shown, never run.
+    with github.commands_stopped() if github else contextlib.nullcontext():
+        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False), stream=True)
+        print_report(report, console, first_hint_only=True)
+        _write_outputs(report, args)
+    if github:
         github.publish(report)
     if not report.complete:
         return INCOMPLETE
@@ -175,42 +180,85 @@ def _grade(args, tasks, console) -> int:
                               limit_s=args.submission_timeout, on_done=progress)
     reports = [e.report for e in entries]
     if len(reports) == 1:
+        unwritten = _write_outputs(reports[0], args)      # first: the files are what a platform reads
         print_report(reports[0], console)
-        _write_outputs(reports[0], args)
     else:
         console.print(batch_table([e.name for e in entries], reports))
+        unwritten = []
     if out_dir:
-        from grader.reports.html import report_html
-        from grader.reports.summary import write_class_summary
-        for entry in entries:
-            write_text_atomically(out_dir / entry.name / "report.html", report_html(entry.report))
-        write_class_summary(out_dir, entries)
+        unwritten += _write_batch_outputs(out_dir, entries)
         console.print(f"reports, logs and the class summary (summary.csv, concepts.csv, class.html): "
                       f"{escape(str(out_dir))}/")
-    if any(not r.complete for r in reports):
+    if any(not r.complete for r in reports) or unwritten:
         return INCOMPLETE
     if args.fail_under is not None and any(r.total.percent < args.fail_under for r in reports):
         return FAILED
     return OK
 
 
-def _write_outputs(report: ScoreReport, args) -> None:
-    """Every format asked for, each rendered from the one score report."""
-    if args.json:
-        write_report(report, args.json)
-    if args.html:
+def _write_outputs(report: ScoreReport, args) -> list[str]:
+    """Every format asked for, each rendered from the one score report. A format that cannot be
+    rendered or written costs that file alone, never the others: the reason goes to stderr, and
+    the list of them is returned."""
+    def html(path):
         from grader.reports.html import report_html
-        write_text_atomically(args.html, report_html(report))
-    if args.junit_xml:
+        write_text_atomically(path, report_html(report))
+
+    def junit(path):
         from grader.reports.junit import junit_xml
-        write_text_atomically(args.junit_xml, junit_xml(report))
-    if getattr(args, "gradescope", None):
+        write_text_atomically(path, junit_xml(report))
+
+    def gradescope(path):
         from grader.reports.gradescope import gradescope_results
         results = gradescope_results(report, args.gradescope_hidden_visibility)
-        write_text_atomically(args.gradescope, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    if getattr(args, "prairielearn", None):
+        write_text_atomically(path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+
+    def prairielearn(path):
         from grader.reports.prairielearn import prairielearn_results
-        write_text_atomically(args.prairielearn, json.dumps(prairielearn_results(report), indent=2) + "\n")
+        write_text_atomically(path, json.dumps(prairielearn_results(report), indent=2) + "\n")
+
+    outputs = [("gradescope", "Gradescope results", gradescope), ("prairielearn", "PrairieLearn results", prairielearn),
+               ("json", "score report", lambda path: write_report(report, path)), ("html", "HTML report", html),
+               ("junit_xml", "JUnit XML", junit)]
+    unwritten = []
+    for flag, what, write in outputs:
+        path = getattr(args, flag, None)
+        if path:
+            unwritten += _attempt(what, path, write)
+    return unwritten
+
+
+def _write_batch_outputs(out_dir: Path, entries) -> list[str]:
+    """Each submission's page and the class summary. A page that cannot be written costs that
+    submission its page alone (said in its gradebook row and on stderr); the others' pages and
+    the class files are written all the same."""
+    from grader.reports.html import report_html
+    from grader.reports.summary import write_class_summary
+    unwritten = []
+    for entry in entries:
+        page = out_dir / entry.name / "report.html"
+        failed = _attempt("HTML page", page, lambda path: write_text_atomically(path, report_html(entry.report)))
+        entry.unwritten += failed
+        unwritten += failed
+    _, failed = write_class_summary(out_dir, entries)
+    for why in failed:
+        _say_unwritten(why)
+    return unwritten + failed
+
+
+def _attempt(what: str, path: Path, write) -> list[str]:
+    """`write(path)`; what could not be written and why (also on stderr), or nothing."""
+    try:
+        write(path)
+    except Exception as exc:        # a renderer's failure on one learner's data, or a path that cannot be written
+        why = unwritten_reason(what, path, exc)
+        _say_unwritten(why)
+        return [why]
+    return []
+
+
+def _say_unwritten(why: str) -> None:
+    print(f"grader: {why}", file=sys.stderr, flush=True)
 
 
 def _audit(args, tasks, console) -> int:
@@ -234,12 +282,15 @@ def _summary(args, tasks, console) -> int:
     if not entries:
         console.print(f"[red]no score reports in {args.folder} (expected DIR/<submission>/score_report.json)[/]")
         return USAGE
-    for path in write_class_summary(args.folder, entries):
+    written, failed = write_class_summary(args.folder, entries)
+    for path in written:
         console.print(f"wrote {path}")
+    for why in failed:
+        _say_unwritten(why)
     unreadable = [e for e in entries if e.report is None]
     for entry in unreadable:
         console.print(f"[red]{entry.name}: {entry.status}[/]")
-    return INCOMPLETE if unreadable or any(not e.report.complete for e in entries if e.report) else OK
+    return INCOMPLETE if failed or unreadable or any(not e.report.complete for e in entries if e.report) else OK
 
 
 def _nbgrader(args, tasks, console) -> int:

@@ -159,11 +159,16 @@ def test_github_publish_writes_the_summary_and_outputs_where_actions_reads_them(
 
 # ---------------------------------------------------------------- Gradescope
 
+def per_test(results: dict) -> list[dict]:
+    """The entries of Gradescope's results that are tests (not the totals shown later)."""
+    return [t for t in results["tests"] if not t["extra_data"].get("totals")]
+
+
 def test_gradescope_results_follow_the_specification(report):
     results = gradescope_results(report)
     jsonschema.validate(results, SCHEMA)
     assert results["score"] == 4.0 and results["execution_time"] == 42
-    tests = {t["name"].split(": ", 1)[1].split(" (")[0]: t for t in results["tests"]}
+    tests = {t["name"].split(": ", 1)[1].split(" (")[0]: t for t in per_test(results)}
     assert tests["softmax rows"] == {**tests["softmax rows"], "score": 1.0, "max_score": 1.0, "status": "passed",
                                      "visibility": "visible", "tags": ["Stable softmax"]}
     assert tests["masks"]["status"] == "failed" and tests["masks"]["visibility"] == "after_published"
@@ -172,15 +177,39 @@ def test_gradescope_results_follow_the_specification(report):
     gpu = tests["bf16 on cuda"]
     assert "status" not in gpu and (gpu["score"], gpu["max_score"]) == (0.0, 0.0)
     assert "not graded here" in gpu["name"] and "not graded here" in gpu["tags"]
-    assert "| Exercise 01: attention as einsum | 1 / 6 | 16.7 |" in results["output"]
+    assert len(per_test(results)) == len(report.tests())
 
 
 def test_gradescope_hidden_visibility_is_configurable(report):
     results = gradescope_results(report, hidden_visibility="after_due_date")
-    assert {t["extra_data"]["suite"]: t["visibility"] for t in results["tests"]} == \
+    assert {t["extra_data"]["suite"]: t["visibility"] for t in per_test(results)} == \
         {"visible": "visible", "hidden": "after_due_date"}
     with pytest.raises(ValueError):
         gradescope_results(report, hidden_visibility="sometimes")
+
+
+def test_gradescope_shows_learners_now_only_the_totals_of_the_tests_they_may_see(report):
+    """Gradescope hides the total score while tests are hidden; the top-level output, shown at
+    once, must not tell it either: it counts the visible suites, and the totals with the hidden
+    suites are shown as the hidden tests are."""
+    results = gradescope_results(report)
+    jsonschema.validate(results, SCHEMA)
+    shown_now = results["output"]
+    assert "**Visible tests: 4 / 7 points (57.1%)**" in shown_now       # 01: 1 of 4 visible points; 02: 3 of 3
+    assert "| Exercise 01: attention as einsum | 1 / 4 | 25.0 |" in shown_now
+    assert "/ 10" not in shown_now and "1 / 6" not in shown_now and "GPU tests worth" not in shown_now
+    assert "when your instructor publishes the grades" in shown_now
+    (totals,) = [t for t in results["tests"] if t["name"] == "Your score with the graded suite"]
+    assert totals["visibility"] == "after_published" and "score" not in totals and "max_score" not in totals
+    assert "**4 / 10 points (40.0%)**" in totals["output"] and "| Exercise 01: attention as einsum | 1 / 6 | 16.7 |" \
+        in totals["output"] and "GPU tests worth 2 points" in totals["output"]
+    later = gradescope_results(report, hidden_visibility="after_due_date")
+    assert "after the due date" in later["output"] and \
+        [t["visibility"] for t in later["tests"] if t["name"] == totals["name"]] == ["after_due_date"]
+    # hidden suites shown at once: the whole total is shown at once, and no second part
+    everything = gradescope_results(report, hidden_visibility="visible")
+    assert "**4 / 10 points (40.0%)**" in everything["output"]
+    assert not [t for t in everything["tests"] if t["name"] == totals["name"]]
 
 
 def test_the_schema_refuses_what_the_specification_does_not_allow():
@@ -234,6 +263,47 @@ def test_html_report_shows_bars_feedback_and_figures_escaped(report):
     assert page.count("data:image/png;base64,") == 2     # the loss curves and the step breakdown
     assert "Your line 19, in <code>softmax</code>" in page
     assert "not graded here" in page and "https://" not in page and "http://" not in page
+
+
+MATHTEXT = "$\\undefinedmacro{x}$"        # matplotlib's mathtext refuses it: it raised inside the page
+
+
+def breakdown_of(*steps) -> dict:
+    return {"profile": "datasets/profiles/cpu_train_step",
+            "steps": [{"step": step, "wall_ms": 10.0, "forward_ms": 4.0, "backward_ms": 5.0} for step in steps]}
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_learner_text_in_figures_is_drawn_as_plain_text():
+    import matplotlib
+    from grader.reports import figures
+    assert png_size(figures.step_breakdown_png(breakdown_of(MATHTEXT, 2)))
+    # mathtext ignores spaces, so it draws these two alike; as text they differ
+    assert figures.step_breakdown_png(breakdown_of("$x$")) != figures.step_breakdown_png(breakdown_of("$ x$"))
+    # an instructor's matplotlibrc may turn TeX on: a learner's string still never reaches TeX
+    plain = figures.step_breakdown_png(breakdown_of("\\input{/etc/passwd}"))
+    with matplotlib.rc_context({"text.usetex": True}):
+        assert figures.step_breakdown_png(breakdown_of("\\input{/etc/passwd}")) == plain
+
+
+def test_figures_draw_any_learner_steps_at_a_bounded_size():
+    from grader.reports import figures
+    nasty = ["lone \ud800 surrogate", "NUL \x00", "\n" * 500, "x" * 100_000, "\u202eright to left", "\x1b[2J",
+             {"a": [1]}, None, 1e308]
+    assert png_size(figures.step_breakdown_png(breakdown_of(*nasty)))
+    _, height = png_size(figures.step_breakdown_png(breakdown_of(*range(5000))))     # 64 KiB of rows
+    assert height == png_size(figures.step_breakdown_png(breakdown_of(*range(figures.MAX_STEPS_DRAWN))))[1]
+
+
+def test_html_report_draws_a_mathtext_step_name_as_text(report):
+    (converges,) = [t for t in report.tests() if t.artifacts]
+    converges.artifacts["step_breakdown"] = breakdown_of(MATHTEXT, "$x^2$")
+    page = report_html(report)
+    assert page.count("data:image/png;base64,") == 2 and "could not be drawn" not in page
 
 
 def chromium() -> str | None:

@@ -20,12 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.loading import sibling_module
 from grader.delivery import nbgrader as delivery
 from grader.delivery.nbgrader_cells import NotebookError, SavedNotebook
 from grader.delivery.nbgrader_kernel import MARKER, OnlyGradeCells, grade_cell_sources
 from grader.delivery.notebook import cell_source, module_source, nbgrader_metadata, read_notebook
 from grader.running.variants import REFERENCE, reference_source, variants_of
 from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, task_named
+
+hostile = sibling_module(str(Path(__file__).parent / "security" / "hostile.py"), "hostile")
 
 TASKS = all_tasks()
 NBGRADER_BIN = Path(sys.executable).parent        # nbgrader calls `alembic` from its environment
@@ -115,6 +118,7 @@ def test_the_config_block_is_rewritten_and_the_instructors_settings_kept(tmp_pat
     assert text.count(delivery.CONFIG_BEGIN) == 1 and text.count(delivery.CONFIG_END) == 1
     assert 'course_id = "ml-201"' in text and 'c.Exchange.root = "/srv/x"' in text
     assert "c.OverwriteCells.add_missing_cells = True" in text and "grader.delivery.nbgrader_kernel" in text
+    assert "--InteractiveShellApp.ignore_cwd=True" in text and "grader.delivery.nbgrader_execute" in text
 
 
 def test_the_autograde_kernel_runs_only_the_notebooks_grade_cells(tmp_path, notebooks):
@@ -296,6 +300,19 @@ def submit(classroom: Classroom, task, student: str, notebook: dict) -> None:
     (folder / "timestamp.txt").write_text("2026-11-30 09:00:00.000000 UTC")
 
 
+def submit_with_shadows(classroom: Classroom, task, student: str, notebook: dict) -> Path:
+    """The notebook beside files named like modules the autograde kernel imports; returns the
+    folder where each one, if imported, leaves its mark."""
+    submit(classroom, task, student, notebook)
+    marks = classroom.root / "marks" / task.name
+    marks.mkdir(parents=True)
+    for name, module in hostile.NOTEBOOK_SHADOWS.items():
+        path = classroom.root / "submitted" / student / task.name / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(hostile.notebook_shadow(name, marks / module), encoding="utf-8")
+    return marks
+
+
 def tamper(notebook: dict, concept_cell: str, deleted_cell: str) -> dict:
     """A learner who claims full points in one test cell, deletes another, edits the locked
     header and adds a cell of their own at the top."""
@@ -341,8 +358,15 @@ def test_autograde_scores_equal_grader_grade_and_feedback_hides_the_suite(task, 
     }
     for student, notebook in students.items():
         submit(classroom, task, student, notebook)
-    classroom.nbgrader(f"nbgrader autograde {task.name} (3 submissions)", "autograde", task.name)
+    marks = submit_with_shadows(classroom, task, "shadows", released)      # the untouched stub
+    classroom.nbgrader(f"nbgrader autograde {task.name} (4 submissions)", "autograde", task.name)
     classroom.nbgrader("nbgrader export", "export")
+
+    # files beside the stub named like the kernel's imports were not imported: the stub's 0
+    assert sorted(p.name for p in marks.iterdir()) == [], "the autograde kernel imported learner files"
+    shadowed = next(row for row in read_csv(classroom.root / "grades.csv")
+                    if row["assignment"] == task.name and row["student_id"] == "shadows")
+    assert float(shadowed["score"]) == 0, shadowed
 
     # nbgrader's overwrite step restored the tamperer's locked cells, and nothing of theirs ran in the kernel
     graded = {student: classroom.notebook("autograded", task, student) for student in students}

@@ -82,11 +82,19 @@ def learner_traceback(tb: TracebackType | None, student_file: Path) -> Traceback
     return chain
 
 
+def learner_source(student_file: Path) -> str:
+    """The text of a learner's module as Python reads it when it imports the file: decoded by
+    its PEP 263 coding line or its UTF-8 byte-order mark (UTF-8 without either), newlines made
+    `\n`. The one way the trusted side reads learner source. An encoding Python would refuse
+    raises SyntaxError, undecodable bytes UnicodeDecodeError (a ValueError), as importing would."""
+    return importlib.util.decode_source(Path(student_file).read_bytes())
+
+
 def function_location(student_file: Path, function: str) -> dict | None:
     """Where the learner's module defines `function` (its last top-level `def`), found by
     parsing the file, never by running it; None when it defines none."""
     try:
-        source = Path(student_file).read_text(encoding="utf-8")
+        source = learner_source(student_file)
         tree = ast.parse(source)
     except (OSError, ValueError, SyntaxError):
         return None

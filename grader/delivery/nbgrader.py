@@ -287,7 +287,10 @@ def config_block() -> str:
         "# A notebook's first test cell grades its whole module (visible and hidden suites).",
         f"c.Execute.timeout = {RUN_LIMIT_S + 60}",
         "# In autograde, only the test cells run in the kernel: learner code runs in the grader's worker.",
-        'c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:",',
+        "# The kernel imports nothing from the submission's folder, where nbgrader copies a learner's files.",
+        "from grader.delivery.nbgrader_execute import autograde_preprocessors  # noqa: E402",
+        "c.Autograde.autograde_preprocessors = autograde_preprocessors()",
+        'c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShellApp.ignore_cwd=True",',
         '                             "--InteractiveShellApp.extensions=grader.delivery.nbgrader_kernel"]',
         CONFIG_END])
 

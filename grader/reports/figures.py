@@ -2,19 +2,39 @@
 
 Matplotlib's object API only (a `Figure` on an Agg canvas, no pyplot): drawing keeps no global
 state and needs no display. Every function takes data straight from a report, which may come
-from learner code, so anything malformed is skipped rather than trusted.
+from learner code, so anything malformed is skipped rather than trusted, and every text is drawn
+as the characters it is: never parsed as mathtext (`$...$`) or handed to TeX, whatever the
+caller's matplotlib settings say.
 """
 from __future__ import annotations
 
+import functools
 import io
 import math
+import warnings
 
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 _COLORS = {"learner": "#1f6feb", "reference": "#afb8c1", "floor": "#2da44e", "pass_line": "#cf222e",
            "data_loading": "#bf8700", "forward": "#1f6feb", "backward": "#8250df", "optimizer": "#2da44e",
            "other": "#d0d7de"}
+PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
+MAX_STEPS_DRAWN = 40        # a profile holds a handful of steps; thousands would make a figure too tall to draw
+MAX_LABEL_CHARS = 40        # of a learner's label (a step's name): a tick label, not a paragraph
 
 
+def _drawn_as_text(draw):
+    """Draw with PLAIN_TEXT settings, and without the warnings a learner's characters may cause
+    (a glyph the font lacks): a figure is part of a page, never a message on the console."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        import matplotlib
+        with matplotlib.rc_context(PLAIN_TEXT), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return draw(*args, **kwargs)
+    return drawn
+
+
+@_drawn_as_text
 def loss_curve_png(artifact: dict) -> bytes | None:
     """Exercise 02's convergence run: the learner's training loss beside the reference loop's,
     the source's loss floor, the line the eval loss must end under, and both final eval losses."""
@@ -48,6 +68,7 @@ def loss_curve_png(artifact: dict) -> bytes | None:
     return _png(figure)
 
 
+@_drawn_as_text
 def step_breakdown_png(artifact: dict) -> bytes | None:
     """Exercise 05: where each profiled step's wall time goes, as the learner's
     `step_breakdown` read it (phases stacked, the rest of the step as "other")."""
@@ -56,24 +77,28 @@ def step_breakdown_png(artifact: dict) -> bytes | None:
     rows = [row for row in artifact.get("steps") or [] if isinstance(row, dict) and _number(row.get("wall_ms"))]
     if not rows:
         return None
-    figure = Figure(figsize=(6.4, 0.9 + 0.45 * len(rows)), dpi=100, layout="constrained")
+    shown = rows[:MAX_STEPS_DRAWN]
+    figure = Figure(figsize=(6.4, 0.9 + 0.45 * len(shown)), dpi=100, layout="constrained")
     axes = figure.add_subplot()
-    labels = [f"step {row.get('step')}" for row in rows]
-    left = [0.0] * len(rows)
+    positions = list(range(len(shown)))        # not the labels themselves: two steps may share a name
+    left = [0.0] * len(shown)
     for phase in (*PHASES, "other"):
         if phase == "other":
-            widths = [max(0.0, row["wall_ms"] - sum(_number(row.get(f"{p}_ms")) or 0.0 for p in PHASES)) for row in rows]
+            widths = [max(0.0, row["wall_ms"] - sum(_number(row.get(f"{p}_ms")) or 0.0 for p in PHASES)) for row in shown]
         else:
-            widths = [max(0.0, _number(row.get(f"{phase}_ms")) or 0.0) for row in rows]
-        axes.barh(labels, widths, left=left, color=_COLORS[phase], label=phase.replace("_", " "))
+            widths = [max(0.0, _number(row.get(f"{phase}_ms")) or 0.0) for row in shown]
+        axes.barh(positions, widths, left=left, color=_COLORS[phase], label=phase.replace("_", " "))
         left = [a + b for a, b in zip(left, widths)]
+    axes.set_yticks(positions, [_label(f"step {row.get('step')}") for row in shown])
     axes.invert_yaxis()
     axes.set_xlabel("milliseconds")
-    axes.set_title(f"Your step breakdown of {artifact.get('profile', 'the profile')}")
-    axes.legend(fontsize=7, ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / len(rows)))
+    more = f" (its first {len(shown)} of {len(rows)} steps)" if len(shown) < len(rows) else ""
+    axes.set_title(f"Your step breakdown of {_label(artifact.get('profile', 'the profile'))}{more}")
+    axes.legend(fontsize=7, ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / len(shown)))
     return _png(figure)
 
 
+@_drawn_as_text
 def score_histogram_png(percents: list[float]) -> bytes:
     """A class's score distribution, in bins of 10 percentage points."""
     from matplotlib.figure import Figure
@@ -97,6 +122,14 @@ def _curve(data) -> dict | None:
         return None
     return {"step": [s for s, _ in pairs], "loss": [l for _, l in pairs],
             "final_eval_loss": _number(data.get("final_eval_loss"))}
+
+
+def _label(value) -> str:
+    """A learner's value as a short line of drawable characters: a lone surrogate or a control
+    character (which the font engine refuses, or which reorders the text) shows as `?`."""
+    text = " ".join(str(value).split())                # one line: no newline stacks up a tick label
+    text = "".join(c if c.isprintable() else "?" for c in text.encode("utf-8", "replace").decode("utf-8"))
+    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS - 1] + "…"
 
 
 def _number(value) -> float | None:

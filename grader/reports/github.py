@@ -7,11 +7,21 @@
 - `points`, `max-points` and `percent` appended to `$GITHUB_OUTPUT`, for later steps.
 
 Outside Actions (no `$GITHUB_STEP_SUMMARY`) the summary goes to the output stream instead.
+
+Actions runs any line of a step's output that starts (after spaces) with `::name` as a workflow
+command, and any line holding `##[name]` as a legacy one: a learner's print or exception message
+could add a mask, set an output or stop command processing so that the grader's own annotations
+are never seen. So everything `grader check` prints before its annotations (the streamed test
+run, the score table, feedback, what learner code printed) is written inside `commands_stopped`,
+between `::stop-commands::TOKEN` and `::TOKEN::` with a token made for that block and shown to
+no one before it is used; inside the annotations, learner text is escaped as Actions unescapes it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import sys
 from pathlib import Path
 
@@ -64,9 +74,27 @@ def outputs(report: ScoreReport) -> str:
     return f"points={total.points:g}\nmax-points={total.max_points:g}\npercent={total.percent:.2f}\n"
 
 
-def publish(report: ScoreReport, environ=os.environ, stream=sys.stdout) -> None:
+@contextlib.contextmanager
+def commands_stopped(stream=None):
+    """Actions shows whatever is written inside the block as text and runs none of it as a
+    workflow command; the block ends with everything written so far flushed."""
+    stream = stream or sys.stdout
+    token = secrets.token_hex(32)       # 256 random bits: no learner line can end the block
+    stream.write(f"::stop-commands::{token}\n")
+    stream.flush()
+    try:
+        yield
+    finally:
+        for written in (sys.stdout, sys.stderr, stream):
+            written.flush()
+        stream.write(f"::{token}::\n")
+        stream.flush()
+
+
+def publish(report: ScoreReport, environ=os.environ, stream=None) -> None:
     """Write everything GitHub reads: annotations to `stream`, the summary and the outputs to the
     files Actions names in `environ`."""
+    stream = stream or sys.stdout
     workspace = Path(environ.get("GITHUB_WORKSPACE") or os.getcwd())
     for line in annotations(report, workspace):
         stream.write(line + "\n")
@@ -75,7 +103,8 @@ def publish(report: ScoreReport, environ=os.environ, stream=sys.stdout) -> None:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(step_summary(report))
     else:
-        stream.write(step_summary(report))
+        with commands_stopped(stream):          # the summary quotes feedback: learner text
+            stream.write(step_summary(report))
     if environ.get("GITHUB_OUTPUT"):
         with open(environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as f:
             f.write(outputs(report))

@@ -151,10 +151,20 @@ def _artifacts(test: TestResult) -> list[str]:
     out = []
     curve = test.artifacts.get("loss_curve")
     if isinstance(curve, dict):
-        out.append(image(figures.loss_curve_png(curve), "loss curves: yours and the reference loop's",
-                         f"{test.title}: your training loss beside the reference loop's, with the same configuration"))
+        out.append(_figure(figures.loss_curve_png, curve, "loss curves: yours and the reference loop's",
+                           f"{test.title}: your training loss beside the reference loop's, with the same configuration"))
     breakdown = test.artifacts.get("step_breakdown")
     if isinstance(breakdown, dict):
-        out.append(image(figures.step_breakdown_png(breakdown), "your step breakdown",
-                         f"{test.title}: your step_breakdown of the shipped training-step profile"))
+        out.append(_figure(figures.step_breakdown_png, breakdown, "your step breakdown",
+                           f"{test.title}: your step_breakdown of the shipped training-step profile"))
     return [part for part in out if part]
+
+
+def _figure(draw, data: dict, alt: str, caption: str) -> str:
+    """A figure drawn from a suite's artifact, whose data came from learner code: one it cannot
+    be drawn from costs the figure, never the page around it."""
+    try:
+        png = draw(data)
+    except Exception as exc:
+        return f'<p class="muted">{escape(caption)}: the figure could not be drawn ({escape(type(exc).__name__)}).</p>'
+    return image(png, alt, caption)

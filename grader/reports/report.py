@@ -248,6 +248,20 @@ def write_text_atomically(path: Path, text: str) -> None:
         raise
 
 
+REASON_LIMIT = 300        # characters of an exception's message in a line saying what was not written
+
+
+def unwritten_reason(what: str, path: Path, exc: BaseException) -> str:
+    """One printable line: which output could not be written, and why. The message may quote
+    learner data (a renderer's error about a string it was given), so control characters and
+    escape sequences are shown as `?`, never sent to a terminal or a CSV cell as they are."""
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if len(message) > REASON_LIMIT:
+        message = message[:REASON_LIMIT - 1] + "…"
+    line = f"the {what} ({path}) could not be written: {message}"
+    return "".join(c if c.isprintable() else "?" for c in line.encode("utf-8", "replace").decode("utf-8"))
+
+
 def read_report(path: Path) -> ScoreReport:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))

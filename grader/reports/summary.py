@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
 from grader.reports import figures
 from grader.reports.html import bar, image, page
-from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_text_atomically
+from grader.reports.report import (REPORT_NAME, ReportError, ScoreReport, read_report, unwritten_reason,
+                                   write_text_atomically)
 
 CLASS_FILES = ("summary.csv", "concepts.csv", "class.html")    # beside the submissions' folders
 MOST_OFTEN_LOST = 10
@@ -34,6 +35,7 @@ class Entry:
     path: str
     report: ScoreReport | None
     unreadable: str | None = None
+    unwritten: list[str] = field(default_factory=list)     # its pages that could not be written, and why
 
     @property
     def status(self) -> str:
@@ -57,15 +59,33 @@ def load_entries(folder: Path) -> list[Entry]:
     return entries
 
 
-def write_class_summary(folder: Path, entries: list[Entry]) -> list[Path]:
+def write_class_summary(folder: Path, entries: list[Entry]) -> tuple[list[Path], list[str]]:
+    """summary.csv, concepts.csv and class.html: the files written, and each one that could not
+    be and why. Each is written on its own, so one that fails costs no other."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    concepts = concept_table(entries)
-    written = [folder / name for name in CLASS_FILES]
-    write_gradebook(written[0], entries)
-    concepts.to_csv(written[1], index=False)
-    write_text_atomically(written[2], class_html(entries, concepts))
-    return written
+    written, failed = [], []
+    concepts = None
+
+    def gradebook(path):
+        write_gradebook(path, entries)
+
+    def concept_csv(path):
+        nonlocal concepts
+        concepts = concept_table(entries)
+        write_text_atomically(path, concepts.to_csv(index=False))
+
+    def page(path):
+        write_text_atomically(path, class_html(entries, concepts if concepts is not None else concept_table(entries)))
+
+    for name, write in zip(CLASS_FILES, (gradebook, concept_csv, page)):
+        try:
+            write(folder / name)
+        except Exception as exc:        # a renderer's failure on some learner's data: this file alone
+            failed.append(unwritten_reason(name, folder / name, exc))
+        else:
+            written.append(folder / name)
+    return written, failed
 
 
 def write_gradebook(path: Path, entries: list[Entry]) -> None:
@@ -83,17 +103,23 @@ def write_gradebook(path: Path, entries: list[Entry]) -> None:
         total = report.total
         cells = [report.task(t).points if report.task(t) else "" for t in tasks]
         writer.writerow(inert([entry.name, entry.path, *cells, total.points, total.max_points, total.percent,
-                               entry.status, " | ".join(report.problems)]))
+                               entry.status, " | ".join([*report.problems, *entry.unwritten])]))
     write_text_atomically(Path(path), buffer.getvalue())
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CELL_LIMIT = 32_000         # characters: a spreadsheet cell holds 32,767, Python's csv reader 131,072
 
 
 def inert(cells: list) -> list:
     """The cells with every text that a spreadsheet would run as a formula (a submission named
-    `=HYPERLINK(...)`) opened by a quote, which shows as text; numbers stay numbers."""
-    return [f"'{c}" if isinstance(c, str) and c.startswith(FORMULA_STARTS) else c for c in cells]
+    `=HYPERLINK(...)`) opened by a quote, which shows as text, and every text cut to what a cell
+    holds (problems can quote learner data at length); numbers stay numbers."""
+    return [_within_cell(f"'{c}" if c.startswith(FORMULA_STARTS) else c) if isinstance(c, str) else c for c in cells]
+
+
+def _within_cell(text: str) -> str:
+    return text if len(text) <= CELL_LIMIT else text[:CELL_LIMIT - 12] + " … (cut)"
 
 
 def concept_table(entries: list[Entry]):

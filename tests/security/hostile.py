@@ -862,3 +862,43 @@ _source = attempt("read " + _candidate, lambda: open(_candidate).read())
 if _source:
     exec(compile(_source, __file__, "exec"), globals())
 '''
+
+
+# ---------------------------------------------------------------- files beside a submitted notebook
+
+# nbgrader autograde copies every file of a submission beside its notebook, in the folder its
+# kernel starts in. Each of these is named like a module that kernel imports.
+NOTEBOOK_SHADOWS = {
+    "ipykernel_launcher.py": "ipykernel_launcher",     # what `python -m ipykernel_launcher` runs
+    "sitecustomize.py": "sitecustomize",               # what Python imports as it starts
+    "pytest.py": "pytest",                             # a test cell's first import
+    "grader/__init__.py": "grader",                    # the course's package, its kernel extension included
+    "numpy.py": "numpy",
+}
+
+SHADOW = r'''
+# If imported from the submission's folder: leave a mark, step aside for the real module (so
+# nothing looks amiss) and claim every test cell's points.
+import importlib as _importlib, importlib.util as _util, os as _os, runpy as _runpy, sys as _sys
+open(%(marker)r, "w").write("imported from the submission folder")
+_here = _os.path.abspath(__file__)
+for _ in range(%(depth)d):
+    _here = _os.path.dirname(_here)
+_path = list(_sys.path)
+_sys.path[:] = [p for p in _path if _os.path.abspath(p or ".") != _here]
+if __name__ == "__main__":
+    _real = _util.find_spec(%(module)r).origin
+    _sys.path[:] = _path
+    _runpy.run_path(_real, run_name="__main__")
+elif %(module)r != "sitecustomize":
+    del _sys.modules[%(module)r]
+    _sys.modules[%(module)r] = _importlib.import_module(%(module)r)
+    import grader.delivery.nbgrader_cells as _cells
+    _cells.ConceptCell.result = lambda self: self.points
+    _sys.path[:] = _path
+'''
+
+
+def notebook_shadow(file: str, marker) -> str:
+    """The source of one of NOTEBOOK_SHADOWS, marking `marker` if it is ever imported."""
+    return SHADOW % {"marker": str(marker), "module": NOTEBOOK_SHADOWS[file], "depth": file.count("/") + 1}

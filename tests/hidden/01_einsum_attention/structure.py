@@ -23,6 +23,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.loading import learner_source
+
 EINSUM = {"numpy": {"numpy.einsum"}, "torch": {"torch.einsum", "torch.functional.einsum"}}
 _FIXED_WRAPPERS = {"zip", "enumerate", "reversed", "sorted", "list", "tuple"}
 
@@ -46,7 +48,7 @@ class Source:
     """A learner's module as a syntax tree: its top-level functions and the names it imports."""
 
     def __init__(self, path: Path):
-        self.text = Path(path).read_text(encoding="utf-8")
+        self.text = learner_source(path)             # as Python decodes it: a coding line counts
         self.tree = ast.parse(self.text)
         self.functions = {node.name: node for node in self.tree.body
                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -1,0 +1,51 @@
+"""The trusted side reads a learner's module as Python reads it: a module that declares its
+encoding (PEP 263, `# -*- coding: latin-1 -*-`) is a valid module, and loses nothing for it.
+
+Exercise 01's structural tests read the source in the test process, and a failure's location is
+the learner's line read from the file: both once decoded the file as UTF-8, which a Latin-1
+module with one accented letter is not."""
+from pathlib import Path
+
+from grader.core.loading import function_location, learner_source, sibling_module
+from grader.running import runner
+from grader.tasks import task_named
+
+attacks = sibling_module(__file__, "attacks")
+hostile = sibling_module(__file__, "hostile")
+
+CODING = "# -*- coding: latin-1 -*-\n"
+ACCENTED = "    # Schéma: scores = einsum(q, k) / sqrt(d), then softmax\n"    # é is one byte in Latin-1, not UTF-8
+
+
+def latin1_reference(folder: Path) -> Path:
+    """The reference, its softmax's `def` line commented with an accented letter, saved in Latin-1."""
+    head, rest = hostile.REFERENCE.split("def softmax(", 1)
+    signature, body = rest.split("\n", 1)
+    source = CODING + head + "def softmax(" + signature + "  # é\n" + ACCENTED + body
+    module = folder / hostile.TASK / "attention.py"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(source.encode("latin-1"))
+    try:
+        module.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return module
+    raise AssertionError("the module must not be valid UTF-8, or this test shows nothing")
+
+
+def test_a_latin1_module_is_read_as_python_reads_it(tmp_path):
+    module = latin1_reference(tmp_path)
+    assert "Schéma" in learner_source(module)
+    location = function_location(module, "softmax")
+    assert location is not None and location["code"].endswith("# é"), location
+
+
+def test_a_latin1_reference_gets_full_marks_on_the_einsum_structure(tmp_path):
+    latin1_reference(tmp_path / "learner")
+    job = runner.GradingRun(tmp_path / "learner", [task_named("01")],
+                            extra_args=["-k", " or ".join(attacks.STRUCTURAL_TESTS)])
+    report = runner.run(job)
+    tests = report.tests()
+    assert {attacks.test_name(t) for t in tests} == set(attacks.STRUCTURAL_TESTS), [t.id for t in tests]
+    lost = [(t.id, t.feedback) for t in tests if t.status != "passed"]
+    assert not lost, lost
+    assert report.total.points == report.total.max_points > 0 and report.complete, report.problems
