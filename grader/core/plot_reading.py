@@ -12,7 +12,8 @@ stays text):
   group, its vertices in a `<path d="M x y L x y ...">` (or markers only: `<use>` per point);
   legend handles sit inside the `legend_N` group and are not lines of the Axes;
 - a shaded region (`fill_between`) is a `FillBetweenPolyCollection_N` (or `PolyCollection_N`)
-  group, each polygon a closed `<path>`; `fill` makes a `patch_N` polygon.
+  group, each polygon a closed `<path>`, or a `<use>` of a path defined once, at an offset;
+  `fill` makes a `patch_N` polygon.
 
 An axis's scale is decided by its labelled ticks: pixel position against tick value is affine on
 a linear axis and affine in log10(value) on a log axis. Pixel y grows downwards in SVG; the
@@ -28,9 +29,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 SVG = "{http://www.w3.org/2000/svg}"
+XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
 # Tick positions and labels are exact in the file (six decimals of a pixel): a scale whose ticks
 # miss their fit by more than this is not of that kind.
 TICK_FIT_PX = 0.05
+FILE_ROUNDING_PX = 1e-3         # coordinates are written with six decimals; a scale read from ticks adds as little
 HALF_PIXEL = 0.5                # a drawn point is where the data says, up to matplotlib's path simplification (1/9 px)
 MIN_LABELLED_TICKS = 3          # two points fit any affine map: a third decides linear against log
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -116,13 +119,14 @@ def read_figure(data: bytes) -> list[Axes]:
         raise FigureUnreadable(f"the file is not well-formed XML ({exc})") from None
     if root.tag != f"{SVG}svg":
         raise FigureUnreadable(f"the document's root is <{root.tag}>, not an SVG <svg>")
-    axes = [_axes(group) for group in root.iter(f"{SVG}g") if re.fullmatch(r"axes_\d+", group.get("id") or "")]
+    defined = {path.get("id"): path.get("d", "") for path in root.iter(f"{SVG}path") if path.get("id")}
+    axes = [_axes(group, defined) for group in root.iter(f"{SVG}g") if re.fullmatch(r"axes_\d+", group.get("id") or "")]
     if not axes:
         raise FigureUnreadable("the SVG holds no matplotlib Axes (no group axes_N): was it saved by matplotlib?")
     return axes
 
 
-def _axes(group) -> Axes:
+def _axes(group, defined: dict[str, str]) -> Axes:
     marks = {"x": [], "y": []}            # (pixel, value or None) of every tick mark, labelled or not
     text_as_paths = {"x": False, "y": False}
     for tick in group.iter(f"{SVG}g"):
@@ -134,7 +138,7 @@ def _axes(group) -> Axes:
         if label is None:
             text_as_paths[axis] |= _draws_text_as_paths(tick)
         if pixel is not None:
-            marks[axis].append((pixel, None if label is None else parse_number(label)))
+            marks[axis].append((pixel, None if label is None else parse_number(label), "10^" in (label or "")))
     axes = Axes(group.get("id"), *(_axis(marks[a], a, text_as_paths[a]) for a in ("x", "y")))
     for child in group:
         child_id = child.get("id") or ""
@@ -145,7 +149,7 @@ def _axes(group) -> Axes:
             if len(vertices):
                 axes.lines.append(vertices)
         elif child_id.startswith(("FillBetweenPolyCollection_", "PolyCollection_")):
-            axes.fills += [v for v in (_path_vertices(p.get("d", "")) for p in child.iter(f"{SVG}path")) if len(v) >= 3]
+            axes.fills += [v for v in _collection_polygons(child, defined) if len(v) >= 3]
         elif child_id.startswith("patch_"):
             for path in child.iter(f"{SVG}path"):
                 vertices = _path_vertices(path.get("d", ""))
@@ -158,9 +162,10 @@ def _axis(marks, name: str, text_as_paths: bool) -> Axis:
     """The scale of one axis from its tick marks. Three labelled ticks decide it: they fit an
     affine map of the value or of its log, not both. With two (a log axis spanning less than
     three powers of ten labels only two), the unlabelled ticks decide: on a log axis they sit at
-    2, 3, ..., 9 times a power of ten, on a linear one at even spacing."""
+    2, 3, ..., 9 times a power of ten, on a linear one at even spacing. With two ticks in all,
+    the labels' notation does: `10^k` and `m×10^k` are a log formatter's."""
     distinct = {}
-    for pixel, value in marks:
+    for pixel, value, _ in marks:
         if value is not None:
             distinct.setdefault(value, pixel)
     if len(distinct) < 2:
@@ -174,8 +179,11 @@ def _axis(marks, name: str, text_as_paths: bool) -> Axis:
         fits["log"] = _fit(np.log10(values), pixels)
     if len(distinct) >= MIN_LABELLED_TICKS:
         good = {kind: fit for kind, fit in fits.items() if fit[2] <= TICK_FIT_PX}
-    else:
+    elif len({round(p, 4) for p, _, _ in marks}) >= MIN_LABELLED_TICKS:
         good = {kind: fit for kind, fit in fits.items() if _unlabelled_marks_fit(kind, fit, marks)}
+    else:           # two ticks in all: only a log formatter writes its labels as powers of ten
+        powers = all(power for _, value, power in marks if value is not None)
+        good = {kind: fit for kind, fit in fits.items() if (kind == "log") == powers}
     if len(good) != 1:
         found = ", ".join(f"{v:g} at {p:.1f} px" for v, p in sorted(distinct.items()))
         return Axis(None, f"the {name}-axis cannot be read: its ticks ({found}) fit "
@@ -185,9 +193,7 @@ def _axis(marks, name: str, text_as_paths: bool) -> Axis:
 
 
 def _unlabelled_marks_fit(kind: str, fit, marks) -> bool:
-    pixels = np.array(sorted({round(p, 4) for p, _ in marks}))
-    if len(pixels) < MIN_LABELLED_TICKS:
-        return False
+    pixels = np.array(sorted({round(p, 4) for p, _, _ in marks}))
     offset, slope, _ = fit
     if kind == "linear":
         gaps = np.diff(pixels)
@@ -195,6 +201,19 @@ def _unlabelled_marks_fit(kind: str, fit, marks) -> bool:
     values = 10.0 ** ((pixels - offset) / slope)
     mantissa = values / 10.0 ** np.floor(np.log10(values) + 1e-9)
     return bool(np.all(np.abs(mantissa - np.round(mantissa)) <= 1e-3 * mantissa))
+
+
+def _collection_polygons(group, defined: dict[str, str]) -> list[np.ndarray]:
+    """The polygons of a collection: each drawn <path> (a path with an id is a definition, not
+    drawn), and each <use> of a defined path, at its offset (matplotlib draws a collection so when
+    that is shorter)."""
+    polygons = [_path_vertices(p.get("d", "")) for p in group.iter(f"{SVG}path") if not p.get("id")]
+    for use in group.iter(f"{SVG}use"):
+        href = (use.get(XLINK_HREF) or use.get("href") or "").removeprefix("#")
+        if href in defined:
+            offset = np.array([float(use.get("x", "0") or 0), float(use.get("y", "0") or 0)])
+            polygons.append(_path_vertices(defined[href]) + offset)
+    return polygons
 
 
 def _fit(f, pixels):
@@ -339,8 +358,8 @@ def vertical_extent(polygon: np.ndarray, x: float) -> tuple[float, float] | None
     closed = np.vstack([polygon, polygon[:1]])
     found = []
     for (x0, y0), (x1, y1) in zip(closed[:-1], closed[1:]):
-        if min(x0, x1) - 1e-9 <= x <= max(x0, x1) + 1e-9:
-            if abs(x1 - x0) < 1e-9:
+        if min(x0, x1) - FILE_ROUNDING_PX <= x <= max(x0, x1) + FILE_ROUNDING_PX:
+            if abs(x1 - x0) <= FILE_ROUNDING_PX:
                 found += [y0, y1]
             else:
                 found.append(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
