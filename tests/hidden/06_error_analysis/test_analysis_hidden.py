@@ -37,10 +37,16 @@ TABLE = ["n", "accuracy", "accuracy_base", "delta"]
 NORMALIZATIONS = [(), ("strip",), ("strip", "backticks"), ("backticks", "strip"), ("strip", "lower"),
                   ("lower", "backticks", "strip"), ("strip", "backticks", "lower")]
 
-EXACT_MATCH, PAIRING, CHANGES = "Exact match", "Pairing by id", "Lost and gained"
-GROUPS, BUCKETS, SLICE, BOOTSTRAP = "Accuracy per group", "Length buckets", "The slice the average hides", \
-    "Is the difference real?"
-VECTORISED, LOSS_CURVE, SEEDS = "Vectorised, not row by row", "The loss curve", "Seeds: a mean and a band"
+EXACT_MATCH = "Exact match"            # the README sections the tests are about
+PAIRING = "Pairing by id"
+CHANGES = "Lost and gained"
+GROUPS = "Accuracy per group"
+BUCKETS = "Length buckets"
+SLICE = "The slice the average hides"
+BOOTSTRAP = "Is the difference real?"
+VECTORISED = "Vectorised, not row by row"
+LOSS_CURVE = "The loss curve"
+SEEDS = "Seeds: a mean and a band"
 
 
 def call(submission, function, keep, *args, **kwargs):
