@@ -323,7 +323,8 @@ def test_overall_weighs_every_question_the_same(submission, rng, tmp_path):
     (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells)
     got = call(submission, "overall", TABLE, new_path, base_path)
     assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {got!r:.80}, expected a dict of {TABLE}"
-    expected = {"n": len(known), "accuracy": known["correct"].mean(), "accuracy_base": known["correct_base"].mean()}
+    expected = {"n": len(known), "accuracy": float(known["correct"].mean()),
+                "accuracy_base": float(known["correct_base"].mean())}
     expected["delta"] = expected["accuracy"] - expected["accuracy_base"]
     for key, value in expected.items():
         assert same(got[key], value), f"overall: {key} is {got[key]!r}, expected {value!r} (every question weighs the " \
@@ -489,7 +490,8 @@ def bootstrap_oracle(known, where, n_resamples, alpha, seed):
     d = chosen["correct"].to_numpy(dtype=int) - chosen["correct_base"].to_numpy(dtype=int)
     indices = np.random.default_rng(seed).integers(0, len(d), size=(n_resamples, len(d)))
     low, high = np.quantile(d[indices].mean(axis=1), [alpha / 2, 1 - alpha / 2])
-    return {"n": len(d), "delta": d.mean(), "low": low, "high": high, "significant": bool(low > 0 or high < 0)}
+    return {"n": len(d), "delta": float(d.mean()), "low": float(low), "high": float(high),
+            "significant": bool(low > 0 or high < 0)}
 
 
 BOOT = ["n", "delta", "low", "high", "significant"]
