@@ -7,7 +7,7 @@ or polars, be fluent in one"), the same in another pandas style (boolean masks, 
 and a reindex instead of `cut` and `observed=False`, matplotlib's object API without pyplot), one
 that returns plain records instead of DataFrames, and figures with every harmless style choice.
 """
-from grader.running.variants import Alternative, Mutant
+from grader.running.variants import INDEPENDENT, Alternative, Independent, Mutant
 
 EXACT_MATCH, PAIRING, CHANGES = "Exact match", "Pairing by id", "Lost and gained"
 GROUPS, BUCKETS, SLICE, BOOTSTRAP = "Accuracy per group", "Length buckets", "The slice the average hides", \
@@ -504,3 +504,42 @@ def plot_seed_band(log_paths, out_dir):
     return _save_svg(figure, out_dir, "band.svg")
 '''}),
 ]
+
+
+# The independent solution (independent/analysis.py, written from the README and stub alone) and the
+# bugs its author planted in it.
+INDEPENDENT_BUGS = [
+    Mutant('read_json_guesses_types_of_ids_and_answers', 'Exact match', rule='load.strings', base=INDEPENDENT,
+           note="drops dtype=False, so a column of digit-only answers or ids is parsed as numbers and '007' equals '7'",
+           edits={'raw = pd.read_json(path, lines=True, dtype=False)': 'raw = pd.read_json(path, lines=True)'}),
+    Mutant('normalize_pred_only', 'Exact match', rule='load.both_sides', base=INDEPENDENT,
+           note='applies the normalisation steps to the prediction only and compares with the raw gold',
+           edits={'same = _normalised(table["pred"], steps) == _normalised(table["gold"], steps)': 'same = _normalised(table["pred"], steps) == table["gold"]'}),
+    Mutant('pair_by_position', 'Pairing by id', rule='pair.by_id', base=INDEPENDENT,
+           note="puts the baseline's columns beside the new run by position (.values) instead of merging on id",
+           edits={'    return new.merge(base[["id", "pred", "correct"]], on="id", how="inner",\n                     suffixes=("", "_base"), validate="one_to_one")': '    new["pred_base"] = base["pred"].values\n    new["correct_base"] = base["correct"].values\n    return new'}),
+    Mutant('lost_ignores_baseline', 'Lost and gained', rule='changes.lost', base=INDEPENDENT,
+           note='lost lists every question the new model gets wrong, including those the baseline also got wrong',
+           edits={'lost = both.loc[~both["correct"] & both["correct_base"], "id"]': 'lost = both.loc[~both["correct"], "id"]'}),
+    Mutant('n_counts_answered', 'Accuracy per group', rule='acc.n', base=INDEPENDENT,
+           note="n counts the non-null predictions (count of pred) instead of the group's questions",
+           edits={'groupby(keys, observed=True)\n             .agg(n=("correct", "size")': 'groupby(keys, observed=True)\n             .agg(n=("pred", "count")'}),
+    Mutant('overall_of_both_runs_from_category_means', 'Accuracy per group', rule='overall.per_question', base=INDEPENDENT,
+           note='overall accuracy is the mean of the per-category accuracies, weighing categories instead of questions',
+           edits={'accuracy = float(both["correct"].mean())': 'accuracy = float(both.groupby("category")["correct"].mean().mean())', 'accuracy_base = float(both["correct_base"].mean())': 'accuracy_base = float(both.groupby("category")["correct_base"].mean().mean())'}),
+    Mutant('buckets_left_closed', 'Length buckets', rule='buckets.right_closed', base=INDEPENDENT,
+           note='cuts with right=False, so a prompt of exactly edges[1] tokens lands in the second bucket',
+           edits={'bins=edges, right=True, labels=False': 'bins=edges, right=False, labels=False'}),
+    Mutant('group_buckets_observed_only', 'Length buckets', rule='buckets.groups', base=INDEPENDENT,
+           note="with by, the grid is built from the (group, bucket) pairs seen in the data, so a group's empty buckets vanish (without by they are still listed)",
+           edits={'grid = groups.merge(buckets, how="cross")': 'grid = both.dropna(subset=["_bucket"])[[*keys, "_bucket"]].drop_duplicates().astype({"_bucket": "int64"}).merge(buckets, on="_bucket")'}),
+    Mutant('bootstrap_independent_resamples', 'Is the difference real?', rule='boot.paired', base=INDEPENDENT,
+           note='resamples the new and the baseline runs with two independent index draws, throwing away the pairing',
+           edits={'    indices = rng.integers(0, n, size=(n_resamples, n))\n    means = d[indices].mean(axis=1)': '    new_correct = selected["correct"].to_numpy(dtype=float)\n    base_correct = selected["correct_base"].to_numpy(dtype=float)\n    means = (new_correct[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1)\n             - base_correct[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1))'}),
+    Mutant('band_between_the_first_two_seeds', 'Seeds: a mean and a band', rule='band.range', base=INDEPENDENT,
+           note='shades the band between the first two seeds instead of the lowest and highest of all seeds',
+           edits={'ax.fill_between(steps, lowest, highest,': 'ax.fill_between(steps, per_seed.iloc[:, 0].to_numpy(), per_seed.iloc[:, 1].to_numpy(),'}),
+]
+
+MUTANTS += INDEPENDENT_BUGS
+ALTERNATIVES.append(Independent())
