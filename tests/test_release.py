@@ -243,17 +243,18 @@ def test_the_leak_search_finds_a_planted_leak(tmp_path, course_secrets):
 
 def test_released_data_is_what_the_exercises_name_and_checks_out(release):
     shipped = {p.name for p in (release.root / "datasets").iterdir()}
-    assert {"corpus", "configs", "profiles", "sft", "tiny_llama", "MANIFEST.json", "README.md"} <= shipped
-    assert not shipped & {"eval_results", "build.py", "__init__.py"}    # no exercise released here loads them
+    assert {"corpus", "configs", "profiles", "sft", "tiny_llama", "eval_results", "MANIFEST.json", "README.md"} <= shipped
+    assert not shipped & {"build.py", "eval_results_builder.py", "__init__.py"}    # the builder stays with the course
     manifest = json.loads((release.root / "datasets" / "MANIFEST.json").read_text())
     course = json.loads((DATASETS / "MANIFEST.json").read_text())
     assert manifest["data_version"] == course["data_version"]
-    assert set(manifest["facts"]) == {"corpus", "tokenizer", "tiny_llama", "param_counts", "sft"}
+    assert set(manifest["facts"]) == {"corpus", "tokenizer", "tiny_llama", "param_counts", "sft", "eval_results"}
     for path, info in manifest["files"].items():
         data = (release.root / "datasets" / path).read_bytes()
         assert hashlib.sha256(data).hexdigest() == info["sha256"], path
     readme = (release.root / "datasets" / "README.md").read_text()
-    assert "## corpus/" in readme and "eval_results" not in readme and "planted" not in readme
+    assert "## corpus/" in readme and "## eval_results/" in readme      # the sections of the shipped entries ...
+    assert "## Build and verify" not in readme                                  # ... and none about building them
 
 
 def test_every_fact_of_the_manifest_has_a_declared_source():

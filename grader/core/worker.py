@@ -35,7 +35,7 @@ PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one contr
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 PRELOADABLE = ("numpy", "torch", "transformers", "peft", "trl", "datasets", "safetensors", "matplotlib",
-               "pandas", "accelerate")
+               "pandas", "polars", "accelerate")
 
 
 def give_back_freed_memory() -> None:
