@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.tasks import COURSE_ROOT, SOLUTIONS, locate_module, task_named
 
 DATASETS = COURSE_ROOT / "datasets"

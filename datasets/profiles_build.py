@@ -657,7 +657,7 @@ def record_cpu_train_step() -> tuple[dict, list[dict]]:
     exercise's reference `profile_steps`, so the fixture is exactly what a learner's recording is."""
     from torch.profiler import record_function
 
-    from grader.core.loading import load_module
+    from grader.worker.loading import load_module
     from grader.tasks import SOLUTIONS, locate_module, task_named
 
     profiling = load_module(locate_module(SOLUTIONS, task_named("05")))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from grader.core import sandbox, worker_process
-from grader.core.loading import StudentImportError, load_module
+from grader.worker.loading import StudentImportError, load_module
 from grader.core.submission import (BACKENDS, BackendContext, BadReturnValue, CallTimeout, CourseFault, StudentError,
                                     Submission, WorkerCrashed)
 from grader.core.worker_process import WorkerSpec
@@ -350,11 +350,11 @@ def test_a_worker_that_cannot_start_is_a_course_fault_with_what_it_printed(tmp_p
     """The grader's side failing before the learner's module is imported (here: an interpreter
     that cannot find the worker) is not the learner's crash: it says what went wrong."""
     def no_worker(*_):
-        return [sys.executable, "-c", "import sys; print('no grader.core.worker here'); sys.exit(1)"]
+        return [sys.executable, "-c", "import sys; print('no grader.worker.zygote here'); sys.exit(1)"]
     monkeypatch.setattr(worker_process, "_argv", no_worker)
     backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)
     try:
-        with pytest.raises(CourseFault, match="could not start .*exit code 1.*no grader.core.worker here"):
+        with pytest.raises(CourseFault, match="could not start .*exit code 1.*no grader.worker.zygote here"):
             backend.start(time.monotonic() + 20)
         with pytest.raises(CourseFault):          # and is not retried for every test
             backend.start(time.monotonic() + 20)
@@ -367,7 +367,7 @@ def test_a_probe_that_cannot_load_beside_learner_code_is_a_course_fault(tmp_path
     probe_file = tmp_path / "probes.py"
     probe_file.write_text("import sys\n"
                           "main = getattr(sys.modules['__main__'], '__spec__', None)\n"
-                          "if main is not None and main.name == 'grader.core.worker':\n"
+                          "if main is not None and main.name == 'grader.worker.zygote':\n"
                           "    raise ImportError('needs something the worker lacks')\n"
                           "def observe(module):\n    return 1\n")
     probes = load_module(probe_file)
@@ -390,7 +390,7 @@ def test_a_probe_the_learners_code_replaced_is_the_learners_failure(tmp_path, ki
     probes = load_module(probe_file)
     planted = LEARNER + textwrap.dedent(f"""
         import types
-        from grader.core.loading import module_name_for
+        from grader.worker.loading import module_name_for
         sys.modules[module_name_for({str(probe_file)!r})] = types.ModuleType("probes")
     """)
     path = write_module(tmp_path, planted)
@@ -460,7 +460,7 @@ def test_a_witnessed_probe_asks_the_tests_witness_which_answers_only_what_it_off
 
 CHANNEL_USERS = LEARNER + textwrap.dedent("""
     import gc, time
-    from grader.core import dispatch
+    from grader.worker import dispatch
 
     def _channel():
         return next(o for o in gc.get_objects() if type(o).__name__ == "Channel")

@@ -48,7 +48,7 @@ def test_learner_failures_show_the_learners_line_and_full_trace_shows_everything
     short = pytest_run()
     assert "exercises/01_einsum_attention/attention.py:19: StudentError" in short
     assert 'raise NotImplementedError(\'see README.md, section "Stable softmax"\')' in short
-    assert "grader/core/submission.py" not in short and "grader/core/loading.py" not in short
+    assert "grader/core/submission.py" not in short and "grader/worker/loading.py" not in short
     assert "grader/core/submission.py" in pytest_run("--full-trace")
 
 

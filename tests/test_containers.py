@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
 
 containers = load_module(COURSE_ROOT / "benchmarks" / "containers.py")

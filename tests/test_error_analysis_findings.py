@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.tasks import DATASETS, SOLUTIONS
 
 SHIPPED = str(DATASETS / "eval_results" / "eval_results.jsonl")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
 from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
 from grader.running.variants import INDEPENDENT, base_source, variants_of

@@ -379,7 +379,7 @@ def test_artifacts_become_json_data():
 
 
 def test_the_recorded_reference_curve_is_for_the_graded_run():
-    from grader.core.loading import load_module
+    from grader.worker.loading import load_module
     from grader.reports.record import data_version
     convergence = load_module(task_named("02").hidden_dir / "convergence.py")
     recorded = json.loads(convergence.REFERENCE_CURVE.read_text())

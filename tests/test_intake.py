@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from grader.core.intake import MODULE_LIMIT_BYTES, git_head, read_module
-from grader.core.loading import StudentImportError
+from grader.worker.loading import StudentImportError
 
 
 def git(*args, cwd):

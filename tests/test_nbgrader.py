@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.delivery import nbgrader as delivery
 from grader.delivery.nbgrader_cells import NotebookError, SavedNotebook
 from grader.delivery.nbgrader_kernel import MARKER, OnlyGradeCells, grade_cell_sources

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.core import wire
+from grader.worker import wire
 
 
 @pytest.mark.parametrize("value", [

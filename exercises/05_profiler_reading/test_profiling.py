@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.tasks import DATASETS
 
 probes = sibling_module(__file__, "probes")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.core.intake import Unreadable, read_inside, resolved_inside
-from grader.core.loading import sibling_module  # noqa: F401  (the suites' import)
+from grader.worker.loading import sibling_module  # noqa: F401  (the suites' import)
 
 
 def __getattr__(name: str):

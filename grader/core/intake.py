@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from grader.core.loading import StudentImportError
+from grader.worker.loading import StudentImportError
 
 MODULE_LIMIT_BYTES = 1 << 20       # a learner's module: 1 MiB is hundreds of times a real one
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import math
 
-from grader.core.loading import StudentImportError
-from grader.core.dispatch import is_test_timeout
+from grader.worker.loading import StudentImportError
+from grader.worker.dispatch import is_test_timeout
 from grader.core.submission import StudentError, SubmissionFailure
 
 GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"

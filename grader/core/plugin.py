@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.core.loading import function_location
+from grader.worker.loading import function_location
 from grader.core.outcome import (GPU_SKIP_REASON, NOT_RUN, OUTPUT_LIMIT, as_artifacts, phase_outcome, tail, truncate,
                                  with_concept)
 from grader.core import intake, sandbox
 from grader.core.intake import read_module
-from grader.core.loading import StudentImportError
+from grader.worker.loading import StudentImportError
 from grader.core.submission import BACKENDS, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
 from grader.reports.record import git_commit, new_run_id, run_record

@@ -8,8 +8,8 @@ would hold every capability over the namespaces it creates: the door most kernel
 The file system it sees is built from nothing:
 
 - the Python environment and the system libraries, read-only;
-- a minimal copy of the worker's side of `grader/` (`WORKER_SIDE`), read-only, in a folder of its
-  own (`RUNTIME_DIR`) that `PYTHONPATH` puts first, however the host found `grader` (installed,
+- a copy of the worker's side of `grader/`, the package `grader.worker`, read-only, in a folder of
+  its own (`RUNTIME_DIR`) that `PYTHONPATH` puts first, however the host found `grader` (installed,
   editable, or from the current directory);
 - the task's probe files and `datasets/`, read-only;
 - the learner's module, copied by the trusted side into the jail, read-only, with the
@@ -58,8 +58,6 @@ from grader.tasks import COURSE_ROOT, DATASETS
 SANDBOX_UID = 65534                       # "nobody" inside the user namespace
 MODULE_DIR = "/submission"                # where the learner's module lies inside the jail
 RUNTIME_DIR = "/grader-runtime"           # where the worker's side of `grader` lies inside the jail
-WORKER_SIDE = ("__init__.py", "core/__init__.py", "core/worker.py", "core/wire.py", "core/loading.py",
-               "core/dispatch.py")
 _TMPFS_DIRS = (Path("/tmp"), Path("/dev/shm"))    # writable, memory-backed, private to each jail
 DEVICE_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")  # bwrap --dev's
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -127,7 +125,7 @@ class Limits:
         return replace(self, memory_mb=max(MIN_WORKER_MEMORY_MB, min(asked, room)))
 
     def rlimits(self, with_address_space: bool) -> dict[str, int]:
-        """The rlimits the worker sets on itself (`grader.core.worker.apply_rlimits`)."""
+        """The rlimits the worker sets on itself (`grader.worker.zygote.apply_rlimits`)."""
         limits = {"CPU": self.cpu_seconds, "FSIZE": self.file_size_mb << 20, "NOFILE": self.open_files}
         if with_address_space:
             limits["AS"] = self.memory_mb << 20
@@ -349,10 +347,10 @@ def _worker_runtime() -> Path:
     root = Path(tempfile.mkdtemp(prefix="grader-runtime-"))
     atexit.register(shutil.rmtree, root, True)
     source = _grader_import_dir()
-    for relative in WORKER_SIDE:
-        target = root / "grader" / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / relative, target)
+    (root / "grader" / "worker").mkdir(parents=True)
+    shutil.copyfile(source / "__init__.py", root / "grader" / "__init__.py")
+    for module in (source / "worker").glob("*.py"):       # the whole package: it imports nothing else of grader
+        shutil.copyfile(module, root / "grader" / "worker" / module.name)
     (root / "etc").mkdir()
     (root / "etc" / "passwd").write_text(f"grader:x:{SANDBOX_UID}:{SANDBOX_UID}:grader:/tmp:/usr/sbin/nologin\n")
     (root / "etc" / "group").write_text(f"grader:x:{SANDBOX_UID}:\n")

@@ -7,7 +7,7 @@ in the learner's process, so what it returns is no more trustworthy than what th
 functions return: it is data produced beside learner code, never a verdict.
 
 Two backends (`BACKENDS`) give the same semantics: a call is packed into a request, answered by
-`grader.core.dispatch.answer` (in this process, or in a worker process through a pipe), and the
+`grader.worker.dispatch.answer` (in this process, or in a worker process through a pipe), and the
 reply unpacked here, so a value that could not reach a worker fails in-process too, and learner
 code can never mutate a test's inputs.
 """
@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core import wire
-from grader.core.dispatch import answer, asking
+from grader.worker import wire
+from grader.worker.dispatch import answer, asking
 from grader.core.intake import find_git_dir, git_head, read_module
-from grader.core.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
+from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.reports.report import OUT_OF_MEMORY
 from grader.tasks import COURSE_ROOT
@@ -351,7 +351,7 @@ def call(backend, target: dict, arguments: tuple, deadline: float, witness=None)
 
 
 def _is_error_info(info) -> bool:
-    """The shape `grader.core.loading.describe` gives an error: a reply from the worker is
+    """The shape `grader.worker.loading.describe` gives an error: a reply from the worker is
     learner-controlled data and is checked before anything formats it."""
     if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("type", "message", "file")):
         return False
@@ -407,7 +407,7 @@ class Submission:
         (an object of the test's, listing the methods a probe may call in QUESTIONS), the probe
         is called as `probe(module, witness, *args, **kwargs)` and each call of a witness method
         runs here, in the test's process, out of the learner's reach: what the witness counts
-        and times is the test's own measurement (see `grader.core.dispatch`)."""
+        and times is the test's own measurement (see `grader.worker.dispatch`)."""
         __tracebackhide__ = True
         if probe.__qualname__ != probe.__name__:
             raise TypeError(f"probe {probe.__qualname__} must be a module-level function")

@@ -2,7 +2,7 @@
 forking workers from it, the channel to each, a bounded record of what they print, and making
 sure nothing of them survives.
 
-`WorkerHost` is the single place a worker process is launched (see `grader.core.worker` for the
+`WorkerHost` is the single place a worker process is launched (see `grader.worker.zygote` for the
 zygote it runs). Output (stdout and stderr) comes through a pipe that a thread drains
 continuously, keeping only a bounded tail in memory and a bounded log on disk, so that printing
 can neither block a worker nor fill the grader's memory or disk.
@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core import wire
-from grader.core.dispatch import MAX_QUESTIONS, is_question, witness_answer
+from grader.worker import wire
+from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
 from grader.core.cgroups import read_text
 from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Jail, Limits
 from grader.reports.report import OUT_OF_MEMORY
@@ -383,7 +383,7 @@ def _signal_name(number: int) -> str:
 
 
 def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str], probe_files) -> list[str]:
-    return [sys.executable, "-m", "grader.core.worker", str(module_path), str(control_fd), json.dumps(rlimits),
+    return [sys.executable, "-m", "grader.worker.zygote", str(module_path), str(control_fd), json.dumps(rlimits),
             json.dumps(preload), json.dumps([str(p) for p in probe_files])]
 
 

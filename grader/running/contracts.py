@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.tasks import Task
 
 _MARKER = re.compile(r"<!--\s*rule:\s*([a-z0-9_.\-]+)\s*-->")

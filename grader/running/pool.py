@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, trust_this_process
-from grader.core.worker import die_with_parent
+from grader.worker.zygote import die_with_parent
 from grader.tasks import COURSE_ROOT
 
 DIED = "died"          # exit status of a grading whose process died under it

@@ -28,7 +28,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.tasks import SOLUTIONS, Task
 
 

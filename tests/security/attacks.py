@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import ScoreReport
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, locate_module, task_named
 

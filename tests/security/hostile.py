@@ -24,7 +24,7 @@ import json as _json, os as _os, sys as _sys
 def reply_fd():
     """The write end of this worker's reply channel, found as the worker holds it."""
     import gc
-    from grader.core import wire as _wire
+    from grader.worker import wire as _wire
     return next(o.write_fd for o in gc.get_objects() if isinstance(o, _wire.Channel))
 
 def observe(what, value):
@@ -337,7 +337,7 @@ WRITE_COURSE = '''
 import numpy, site
 course = CONTEXT["course"]
 targets = [course + "/" + p for p in (
-    "grader/cli.py", "grader/core/plugin.py", "grader/core/worker.py", "grader/core/dispatch.py",
+    "grader/cli.py", "grader/core/plugin.py", "grader/worker/zygote.py", "grader/worker/dispatch.py",
     "tests/hidden/01_einsum_attention/test_attention_hidden.py", "tests/hidden/01_einsum_attention/probes.py",
     "solutions/01_einsum_attention/attention.py", "exercises/01_einsum_attention/attention.py",
     "pyproject.toml", "README.md", ".gitignore", "datasets/MANIFEST.json")]
@@ -591,7 +591,7 @@ _worker.answer = _forged_answer
 
 FORGE_PROBE_MODULE = '''
 import types
-from grader.core.loading import module_name_for
+from grader.worker.loading import module_name_for
 _fake = types.ModuleType("probes")
 _fake.einsum_calls = lambda module, function, *args: {"numpy": 1, "torch": 1}
 _fake.lines_executed = lambda module, function, *args: 7

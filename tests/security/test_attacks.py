@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import ReportError, ScoreReport, read_report
 from grader.tasks import COURSE_ROOT
 

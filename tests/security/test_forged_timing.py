@@ -7,7 +7,7 @@ inside the learner's process, the same probes once reported whatever the module 
 device test either, whatever number it reports."""
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 
 attacks = sibling_module(__file__, "attacks")

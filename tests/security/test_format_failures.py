@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from grader import cli
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports import html
 from grader.tasks import SOLUTIONS
 

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 from grader.tasks import EXERCISES
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from transformers.utils import logging as hf_logging
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.tasks import HIDDEN
 
 oracles = sibling_module(str(HIDDEN / "03_lora_sft" / "oracles.py"), "oracles")

@@ -18,7 +18,7 @@ import pytest
 from traitlets.config.loader import PyFileConfigLoader
 from traitlets.utils.importstring import import_item
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.delivery import nbgrader as delivery
 
 hostile = sibling_module(__file__, "hostile")

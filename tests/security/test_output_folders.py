@@ -11,7 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.running.batch import unique_names
 
 hostile = sibling_module(__file__, "hostile")

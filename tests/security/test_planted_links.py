@@ -10,7 +10,7 @@ a daemon that exercise 01's module leaves behind before its import fails.
 (Links left by a call itself, within the rules of the pause, are the backend tests' concern.)"""
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 from grader.tasks import COURSE_ROOT, EXERCISES, locate_module, task_named
 

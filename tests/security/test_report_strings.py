@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 from rich.console import Console
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports import github
 from grader.reports.gradescope import gradescope_results
 from grader.reports.html import report_html

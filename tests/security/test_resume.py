@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 
 attacks = sibling_module(__file__, "attacks")

@@ -6,7 +6,7 @@ learner's report. A number it reports about itself proves nothing either: a `tra
 nothing and reports the loss the convergence test asks for must not pass that test."""
 import pytest
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 
 attacks = sibling_module(__file__, "attacks")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 from grader.reports import github
 from grader.reports.report import ScoreReport
 

@@ -23,7 +23,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.loading import learner_source
+from grader.worker.loading import learner_source
 
 EINSUM = {"numpy": {"numpy.einsum"}, "torch": {"torch.einsum", "torch.functional.einsum"}}
 _FIXED_WRAPPERS = {"zip", "enumerate", "reversed", "sorted", "list", "tuple"}

@@ -85,7 +85,7 @@ def record_reference_curve() -> None:
 
     import torch
 
-    from grader.core.loading import load_module
+    from grader.worker.loading import load_module
     torch.set_num_threads(1)          # as graded: one thread per grading process
     reference = load_module(SOLUTIONS / "02_train_loop" / "train_loop.py")
     with tempfile.TemporaryDirectory() as scratch:

@@ -18,7 +18,7 @@ COURSE_ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(COURSE_ROOT))
 
 from grader.core.checks import sibling_module       # noqa: E402
-from grader.core.loading import load_module         # noqa: E402
+from grader.worker.loading import load_module         # noqa: E402
 from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of   # noqa: E402
 from grader.tasks import task_named                 # noqa: E402
 

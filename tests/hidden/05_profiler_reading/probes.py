@@ -6,7 +6,7 @@ import contextlib
 
 import torch
 
-from grader.core.loading import sibling_module
+from grader.worker.loading import sibling_module
 
 scenarios = sibling_module(__file__, "scenarios")
 

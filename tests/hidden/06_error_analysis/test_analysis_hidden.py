@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from grader.core.checks import learner_file, learner_path, sibling_module
-from grader.core.loading import load_module
+from grader.worker.loading import load_module
 from grader.core.plot_reading import FigureUnreadable, read_figure
 from grader.tasks import EXERCISES
 

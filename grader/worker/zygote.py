@@ -1,6 +1,6 @@
 """The worker's own side: processes that import one learner module and answer calls.
 
-`python -m grader.core.worker` starts a *zygote*, usually inside the sandbox, started by
+`python -m grader.worker.zygote` starts a *zygote*, usually inside the sandbox, started by
 `grader.core.worker_process` (the trusted side). The zygote caps its own resources (rlimits
 given by the trusted side; with no capabilities it cannot raise them again), imports the heavy
 libraries the learner's module and the probes use (a fixed allow-list, never learner code), and
@@ -27,9 +27,9 @@ import socket
 import sys
 from pathlib import Path
 
-from grader.core import wire
-from grader.core.dispatch import answer, asking_over
-from grader.core.loading import StudentImportError, load_module
+from grader.worker import wire
+from grader.worker.dispatch import answer, asking_over
+from grader.worker.loading import StudentImportError, load_module
 
 PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
 PR_SET_PDEATHSIG = 1

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.core import wire
-from grader.core.loading import StudentImportError, describe, load_module, missing_function, plain_error
+from grader.worker import wire
+from grader.worker.loading import StudentImportError, describe, load_module, missing_function, plain_error
 
 
 def is_test_timeout(exc: BaseException) -> bool:
