@@ -39,7 +39,7 @@ def worker_start_seconds(task, sandboxed, restarts=5):
     """(first start: the task's zygote importing its libraries, then a worker; median of the
     restarts that follow, as after a crash or a time-out: a fork of the zygote)."""
     with tempfile.TemporaryDirectory() as tmp:
-        spec = WorkerSpec(sandboxed=sandboxed, writable_dirs=(Path(tmp),), probe_files=tuple(task.probe_files()))
+        spec = WorkerSpec(level="sandbox" if sandboxed else "none", writable_dirs=(Path(tmp),), probe_files=tuple(task.probe_files()))
         backend = BACKENDS["worker"](locate_module(SOLUTIONS, task), BackendContext(SOLUTIONS, Path(tmp) / "log", spec))
         backend.start(time.monotonic() + 120)
         for _ in range(restarts):

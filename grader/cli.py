@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from grader.core import sandbox
+from grader.core import isolation, sandbox, uid_jail
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from grader.reports.render import batch_table, print_report
 from grader.reports.report import ScoreReport, unwritten_reason, write_report, write_text_atomically
@@ -25,6 +25,7 @@ from grader.running import runner
 from grader.tasks import EXERCISES, HIDDEN, all_tasks, task_named
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
+NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,11 +69,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep reports and logs here, one folder per submission, plus the class summary "
                             "(summary.csv, concepts.csv, class.html; default for several submissions: ./grading)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
-    grade.add_argument("--seed", type=int, default=0, help="seed for the suites' random inputs (default 0)")
+    grade.add_argument("--seed", type=int, help="seed for the suites' random inputs (default: drawn per submission "
+                                                "from the course's secret and its modules, the same at every regrading)")
     grade.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this")
-    grade.add_argument("--isolation", choices=("auto", "required", "none"), default="auto",
-                       help="run learner code in the sandbox where possible (auto, the default), refuse to "
-                            "grade without it (required), or never (none)")
+    grade.add_argument("--isolation", choices=isolation.CHOICES, default="auto",
+                       help="isolate learner code as strongly as this machine allows: the sandbox, else the uid "
+                            "level (auto, the default); refuse to grade with neither (required); or not at all (none)")
     grade.add_argument("--resume", action="store_true",
                        help="keep the reports --out-dir already holds and grade only the missing ones")
     grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
@@ -89,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("tasks", nargs="*", metavar="TASK", help="task names or numbers (default: all)")
     audit.add_argument("--jobs", type=int, default=2, help="gradings in parallel (default 2)")
     audit.add_argument("--json", type=Path, metavar="OUT", help="also write the audit as JSON")
+    audit.add_argument("--seeds", type=int, default=1, metavar="N",
+                       help="audit at seeds 0..N-1 of the suites' random inputs (an official grading draws its seed "
+                            "per submission): the reference and alternatives must pass at every seed, each mutant "
+                            "must be killed at most of them, and a test whose verdict flips is listed (default 1)")
     audit.add_argument("--backend", choices=("inprocess", "worker"), default="inprocess",
                        help="where the variants run: the course's own code needs no isolation, so "
                             "in-process by default (faster); `worker` audits through the official path")
@@ -140,7 +146,7 @@ def _check(args, tasks, console) -> int:
         from grader.reports import github
     # Under Actions, everything before the annotations may carry learner text: shown, never run.
     with github.commands_stopped() if github else contextlib.nullcontext():
-        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False), stream=True)
+        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0), stream=True)
         print_report(report, console, first_hint_only=True)
         _write_outputs(report, args)
     if github:
@@ -164,11 +170,18 @@ def _grade(args, tasks, console) -> int:
     if args.resume and not args.out_dir:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
         return USAGE
-    if args.isolation == "required" and not sandbox.availability()[0]:
-        why = escape(sandbox.availability()[1])
-        console.print(f"[red]--isolation required, but no sandbox can be made here: {why}[/]")
+    try:
+        level, _ = isolation.choose(args.isolation)
+    except isolation.IsolationUnavailable as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
+            _write_outputs(ScoreReport.failed(f"{NOT_GRADED_SAFELY}: {exc}", {"path": str(args.paths[0])}), args)
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
+    if level == "uid":          # workers of another uid: the batch's results and submissions are the owner's alone
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        uid_jail.seal(*([out_dir] if out_dir else []), *args.paths)
     template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=args.isolation)
     with console.status(f"grading {len(args.paths)} submission(s)") as status:
         done = []
@@ -265,8 +278,18 @@ def _audit(args, tasks, console) -> int:
     if not HIDDEN.is_dir():
         console.print("[red]this copy of the course has no hidden suites to audit (a student release?)[/]")
         return USAGE
-    from grader.reports.render import audit_table
+    from grader.reports.render import audit_table, sweep_table
     from grader.running import audit as audit_mod
+    if args.seeds > 1:
+        seeds = list(range(args.seeds))
+        with console.status(f"auditing at {args.seeds} seeds"):
+            per_task = audit_mod.sweep(tasks, seeds, jobs=args.jobs, backend=args.backend)
+        sweeps = [audit_mod.Sweep(task.name, seeds, audits) for task, audits in zip(tasks, per_task)]
+        for one in sweeps:
+            console.print(sweep_table(one))
+        if args.json:
+            args.json.write_text(json.dumps([s.to_json() for s in sweeps], indent=2) + "\n", encoding="utf-8")
+        return OK if all(s.ok for s in sweeps) else FAILED
     with console.status("auditing: grading reference, stub, mutants and alternatives"):
         audits = audit_mod.audit(tasks, jobs=args.jobs, backend=args.backend)
     for task_audit in audits:

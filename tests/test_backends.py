@@ -77,7 +77,7 @@ def make_backend(kind, path, tmp_path, probe_files=()):
     can be made)."""
     if kind == "sandbox" and not sandbox.availability()[0]:
         pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
-    spec = WorkerSpec(sandboxed=kind == "sandbox", writable_dirs=(tmp_path,), probe_files=tuple(probe_files))
+    spec = WorkerSpec(level=kind if kind in ("sandbox", "uid") else "none", writable_dirs=(tmp_path,), probe_files=tuple(probe_files))
     context = BackendContext(tmp_path, tmp_path / f"{kind}.log", spec)
     return BACKENDS["inprocess" if kind == "inprocess" else "worker"](path, context)
 
@@ -302,7 +302,7 @@ from pathlib import Path
 from grader.core.submission import BACKENDS, BackendContext, Submission
 from grader.core.worker_process import WorkerSpec
 folder = Path(sys.argv[1])
-spec = WorkerSpec(sandboxed=sys.argv[2] == "sandbox", writable_dirs=(folder,))
+spec = WorkerSpec(level="sandbox" if sys.argv[2] == "sandbox" else "none", writable_dirs=(folder,))
 backend = BACKENDS["worker"](folder / "learner.py", BackendContext(folder, folder / "worker.log", spec))
 worker = Submission(backend, time.monotonic() + 60).pid()     # then paused, as between any two calls
 print(worker, backend._host.process.pid, flush=True)
@@ -546,7 +546,7 @@ def test_a_course_kept_in_tmp_is_read_only_in_the_sandbox(tmp_path_factory, monk
                 f.write("ok")
             return "written"
     """))
-    spec = WorkerSpec(sandboxed=True, writable_dirs=(scratch,), probe_files=(probe_file,))
+    spec = WorkerSpec(level="sandbox", writable_dirs=(scratch,), probe_files=(probe_file,))
     backend = BACKENDS["worker"](path, BackendContext(scratch, scratch / "log", spec))
     try:
         assert "Read-only file system" in call(backend, "plant", "__init__.py")

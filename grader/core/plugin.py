@@ -21,7 +21,7 @@ import pytest
 from grader.worker.loading import function_location
 from grader.core.outcome import (GPU_SKIP_REASON, NOT_RUN, OUTPUT_LIMIT, as_artifacts, phase_outcome, tail, truncate,
                                  with_concept)
-from grader.core import intake, sandbox
+from grader.core import intake, isolation, sandbox, uid_jail
 from grader.core.intake import read_module
 from grader.worker.loading import StudentImportError
 from grader.core.submission import BACKENDS, BackendContext, CourseFault, StudentError, Submission
@@ -30,7 +30,6 @@ from grader.reports.record import git_commit, new_run_id, run_record
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
 
-ISOLATION = ("auto", "required", "none")
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
 _OUTPUT = pytest.StashKey[str]()
@@ -44,11 +43,13 @@ def pytest_addoption(parser):
                     help="tree holding NN_name/<module>.py to test (env GRADER_IMPL; default: exercises/)")
     group.addoption("--backend", choices=sorted(BACKENDS), default=os.environ.get("GRADER_BACKEND", "inprocess"),
                     help="run learner code in this process or in a worker process (env GRADER_BACKEND)")
-    group.addoption("--isolation", choices=ISOLATION, default=os.environ.get("GRADER_ISOLATION", "auto"),
+    group.addoption("--isolation", choices=isolation.CHOICES, default=os.environ.get("GRADER_ISOLATION", "auto"),
                     help="workers in the sandbox: where possible (auto), or refuse to grade without it "
                          "(required), or never (none) (env GRADER_ISOLATION)")
     group.addoption("--grader-seed", type=int, default=int(os.environ.get("GRADER_SEED", "0")),
                     help="seed of the `seed` and `rng` fixtures (env GRADER_SEED; default 0)")
+    group.addoption("--grader-seed-from", default="--grader-seed", metavar="WHAT",
+                    help="where the seed came from, for the run record (the runner says)")
     group.addoption("--grader-run-id", metavar="ID",
                     help="the run id to record (the runner gives every task's session of one grading the same)")
     group.addoption("--score-report", metavar="PATH", help="write the score report as JSON to PATH")
@@ -92,7 +93,7 @@ class GradingSession:
 
     def backend_for(self, task: Task):
         if task.name not in self._backends:
-            spec = WorkerSpec(sandboxed=self.isolation["level"] == "sandbox", limits=self.limits,
+            spec = WorkerSpec(level=self.isolation["level"], limits=self.limits,
                               probe_files=tuple(task.probe_files()), writable_dirs=(self._basetemp(),))
             context = BackendContext(self.impl, self._log_dir() / f"{task.name}.log", spec)
             self._backends[task.name] = BACKENDS[self.backend_kind](locate_module(self.impl, task), context)
@@ -200,7 +201,7 @@ class GradingSession:
                    "tests": len(results),
                    "worker_startup_s": round(max(startup), 3) if startup else None}
         config = {"backend": self.backend_kind, "isolation": self.isolation["level"], "impl": str(self.impl),
-                  "tasks": sorted(self.tasks),
+                  "tasks": sorted(self.tasks), "seed_from": self.config.getoption("grader_seed_from"),
                   "args": [str(a) for a in self.config.args]}
         if self._course_commit is None:
             self._course_commit = git_commit(COURSE_ROOT) or ""
@@ -228,14 +229,15 @@ def _isolation(backend: str, wanted: str) -> dict:
     """Where learner code runs this session, and why: the report's `isolation`."""
     if backend == "inprocess":
         return {"level": "in-process", "reason": "self-check: learner code runs in the test process"}
-    if wanted == "none":
-        return {"level": "none", "reason": "sandbox switched off (--isolation none)"}
-    available, why = sandbox.availability()
-    if available:
-        return {"level": "sandbox", "reason": "", "limits": sandbox.enforcement(sandbox.Limits.from_env())}
-    if wanted == "required":
-        raise pytest.UsageError(f"--isolation required, but no sandbox can be made here: {why}")
-    return {"level": "none", "reason": why}
+    try:
+        level, reason = isolation.choose(wanted)
+    except isolation.IsolationUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if level == "none":
+        return {"level": "none", "reason": reason}
+    if level == "uid":
+        uid_jail.seal()
+    return {"level": level, "reason": reason, "limits": sandbox.enforcement(sandbox.Limits.from_env(), level)}
 
 
 def _new_result(item, task: Task) -> TestResult:

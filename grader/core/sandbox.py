@@ -67,6 +67,7 @@ WORKER_ENV = {
     "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
     "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "PYTHONNOUSERSITE": "1",
+    "PYTHONSAFEPATH": "1",          # its working folder, which it may write, never on its import path
 }
 _PASSED_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
                "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES",
@@ -176,19 +177,26 @@ def availability() -> tuple[bool, str]:
     return True, ""
 
 
-def enforcement(limits: Limits) -> dict[str, str]:
-    """How each limit is enforced on this machine, for the score report."""
+def enforcement(limits: Limits, level: str = "sandbox") -> dict[str, str]:
+    """How each limit is enforced on this machine at isolation `level` ("sandbox" or "uid"),
+    for the score report."""
     probe = Limits(memory_mb=MIN_WORKER_MEMORY_MB).cgroup(f"probe-{os.getpid()}")
     kind = probe.kind
     cpus = f"{limits.cpus:g} (cgroup {kind})" if probe.cpu_limited else "not limited (no cpu cgroup controller here)"
     probe.kill_all()
+    if kind:
+        processes = f"{limits.processes} (cgroup {kind})"
+    elif level == "sandbox":
+        processes = "pid namespace only (no cgroup here)"
+    else:
+        processes = f"{limits.processes} (RLIMIT_NPROC of its uid)"
+    network = "none (own network namespace)" if level == "sandbox" else "no new sockets (seccomp filter)"
     return {"memory_mb": f"{_memory_policy(limits)} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
-            "processes": f"{limits.processes} (cgroup {kind})" if kind else "pid namespace only (no cgroup here)",
-            "cpus": cpus,
+            "processes": processes, "cpus": cpus,
             "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
             "file_size_mb": f"{limits.file_size_mb} (rlimit)", "open_files": f"{limits.open_files} (rlimit)",
-            "tmp_mb": f"{limits.tmp_mb} (tmpfs)", "scratch_mb": f"{limits.scratch_mb} (checked while it runs)",
-            "network": "none (own network namespace)"}
+            "tmp_mb": f"{limits.tmp_mb} (tmpfs)" if level == "sandbox" else "its home folder, on the host's disk",
+            "scratch_mb": f"{limits.scratch_mb} (checked while it runs)", "network": network}
 
 
 def _memory_policy(limits: Limits) -> str:
@@ -214,7 +222,7 @@ class Jail:
         (self.private / "submission" / module_name).write_bytes(module_bytes)
         if git_dir is not None:             # where its .git is bound: /submission itself is read-only
             (self.private / "submission" / ".git").mkdir()
-        self.runtime = _worker_runtime()
+        self.runtime = worker_runtime()
         self.probe_files = [Path(p) for p in probe_files]
         self.writable_dirs = [Path(d) for d in writable_dirs]
         self.git_dir = git_dir
@@ -242,11 +250,7 @@ class Jail:
         shutil.rmtree(self.private, ignore_errors=True)
 
     def _env_args(self) -> list[str]:
-        env = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-               "HF_HOME": "/tmp/hf", "MPLCONFIGDIR": "/tmp/matplotlib", "TRITON_CACHE_DIR": "/tmp/triton"}
-        env.update(WORKER_ENV)
-        env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
-        env["PYTHONPATH"] = RUNTIME_DIR
+        env = worker_environment(home="/tmp", pythonpath=RUNTIME_DIR)
         return [arg for k, v in env.items() for arg in ("--setenv", k, v)]
 
     def _fs_args(self) -> list[str]:
@@ -275,7 +279,7 @@ class Jail:
         args += _ro_binds(p for p in map(Path, _SYSTEM_FILES) if p.exists())
         args += ["--ro-bind", str(self.runtime / "etc" / "passwd"), "/etc/passwd",
                  "--ro-bind", str(self.runtime / "etc" / "group"), "/etc/group"]
-        args += _ro_binds(_python_paths())
+        args += _ro_binds(python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), f"{RUNTIME_DIR}/grader"]
         args += _ro_binds([DATASETS, *self.probe_files])
         for directory in self.writable_dirs:
@@ -286,6 +290,18 @@ class Jail:
         if course_in_tmpfs:
             args += ["--remount-ro", str(COURSE_ROOT)]
         return args + ["--remount-ro", "/"]
+
+
+def worker_environment(home: str, pythonpath: str) -> dict[str, str]:
+    """A zygote's whole environment, at every isolation level: nothing of the grader's own (which
+    may hold an instructor's tokens), only what the worker needs and the thread and device
+    settings passed on."""
+    env = {"HOME": home, "TMPDIR": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+           "HF_HOME": f"{home}/hf", "MPLCONFIGDIR": f"{home}/matplotlib", "TRITON_CACHE_DIR": f"{home}/triton"}
+    env.update(WORKER_ENV)
+    env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+    env["PYTHONPATH"] = pythonpath
+    return env
 
 
 def _device_copies(folder: Path) -> dict[str, Path]:
@@ -315,7 +331,7 @@ def _ro_binds(paths) -> list[str]:
     return [arg for p in paths for arg in ("--ro-bind", str(p), str(p))]
 
 
-def _python_paths() -> list[Path]:
+def python_paths() -> list[Path]:
     """The interpreter and every import root it uses, except the course's own folders (a
     virtual environment inside the course root is still bound: it holds only packages)."""
     candidates = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
@@ -341,9 +357,10 @@ def _grader_import_dir() -> Path:
 
 
 @functools.cache
-def _worker_runtime() -> Path:
-    """A read-only tree shared by this process's jails: the worker's side of `grader/`, and the
-    account files a few libraries look up."""
+def worker_runtime() -> Path:
+    """A tree shared by this process's jails, readable by every uid and written by none: the
+    worker's side of `grader/` (the package `grader.worker`), and the account files a few
+    libraries look up."""
     root = Path(tempfile.mkdtemp(prefix="grader-runtime-"))
     atexit.register(shutil.rmtree, root, True)
     source = _grader_import_dir()
@@ -354,4 +371,8 @@ def _worker_runtime() -> Path:
     (root / "etc").mkdir()
     (root / "etc" / "passwd").write_text(f"grader:x:{SANDBOX_UID}:{SANDBOX_UID}:grader:/tmp:/usr/sbin/nologin\n")
     (root / "etc" / "group").write_text(f"grader:x:{SANDBOX_UID}:\n")
+    for folder, _, files in os.walk(root):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     return root

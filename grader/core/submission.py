@@ -170,7 +170,7 @@ class WorkerBackend:
     @property
     def git_head(self) -> str | None:
         """The commit learner code finds beside its module, as the worker sees it."""
-        if not self.context.spec.sandboxed:
+        if self.context.spec.level == "none":
             return git_head(self.module_path.parent)
         git_dir = self._submission_git_dir()
         return git_head(git_dir.parent, follow_files=False) if git_dir is not None else None
@@ -192,6 +192,7 @@ class WorkerBackend:
         self.launch()
         if self._import_error:
             raise StudentImportError(self._import_error)
+        self._host.grant_writable()
         worker = self._host.spawn()
         try:
             header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
@@ -259,6 +260,7 @@ class WorkerBackend:
                                 f"(removed: {shown}): the tests read and write only inside those folders")
 
     def _call(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness):
+        self._host.grant_writable()
         self._host.resume()
         try:
             reply = self._worker.request(header, blobs, deadline, witness)

@@ -34,6 +34,7 @@ from grader.worker import wire
 from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
 from grader.core.cgroups import read_text
 from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Jail, Limits
+from grader.core.uid_jail import UidJail
 from grader.reports.report import OUT_OF_MEMORY
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
@@ -48,8 +49,9 @@ _FORK_SYSCALLS = {"x86_64": {57, 58, 56, 435}, "aarch64": {220, 435}}.get(platfo
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How a task's workers are started: in the sandbox or not, and what they may see."""
-    sandboxed: bool
+    """How a task's workers are started: at which isolation level ("sandbox", "uid" or "none",
+    see `grader.core.plugin`), and what they may see."""
+    level: str
     limits: Limits = field(default_factory=Limits)
     probe_files: tuple[Path, ...] = ()
     writable_dirs: tuple[Path, ...] = ()
@@ -191,22 +193,29 @@ class WorkerHost:
         self.probe_errors: dict[str, str] = {}      # probe file -> why it did not load, in the zygote
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe()
-        self.jail: Jail | None = None
+        self.jail: Jail | UidJail | None = None
         self.limits = spec.limits.fitted()          # the box as it is now, as this task starts
         preload = sorted(_imported_libraries(module_bytes, spec.probe_files))
-        if spec.sandboxed:
+        if spec.level == "sandbox":
             self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
                              writable_dirs=list(spec.writable_dirs), limits=self.limits, git_dir=git_dir)
-            self.cgroup = self.jail.cgroup
             argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files)
             command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
+        elif spec.level == "uid":
+            self.jail = UidJail(module_bytes, Path(module_path).name, writable_dirs=list(spec.writable_dirs),
+                                limits=self.limits, git_dir=git_dir)
+            argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files,
+                         become=self.jail.become)
+            command, cwd, env = self.jail.command(argv), str(self.jail.home), self.jail.environment()
         else:
-            self.cgroup = self.limits.cgroup(f"worker-{os.getpid()}-{id(self)}")
+            self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
+            self.cgroup = self.limits.cgroup(Path(self._workdir).name)
             rlimits = self.limits.rlimits(with_address_space=not self.cgroup.paths)
             command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload, spec.probe_files),
                                        oom_score_adj=LEARNER_OOM_SCORE_ADJ)
-            self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
             cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
+        if self.jail is not None:
+            self.cgroup = self.jail.cgroup
         # Its input is an empty pipe, not /dev/null: a file this process opened would be the
         # host's, reachable (chmod, touch) through /proc/<pid>/fd from inside the sandbox.
         empty_r, empty_w = os.pipe()
@@ -335,9 +344,19 @@ class WorkerHost:
             _signal(pid, signal.SIGCONT)
 
     def _processes(self) -> list[int]:
-        """The host's processes: its cgroup's, else the launched process and its descendants
-        (in the sandbox, every process is one: orphans are adopted by the zygote, its first process)."""
-        return self.cgroup.processes() if self.cgroup.paths else _descendants_and_self(self.process.pid)
+        """The host's processes: its cgroup's; else, at the uid level, every process of its uid;
+        else the launched process and its descendants (in the sandbox, every process is one:
+        orphans are adopted by the zygote, its first process)."""
+        if self.cgroup.paths:
+            return self.cgroup.processes()
+        if isinstance(self.jail, UidJail):
+            return self.jail.processes()
+        return _descendants_and_self(self.process.pid)
+
+    def grant_writable(self) -> None:
+        """Before a call: at the uid level, the shared folders' new entries become the worker's."""
+        if isinstance(self.jail, UidJail):
+            self.jail.grant_writable()
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -350,7 +369,7 @@ class WorkerHost:
             code = self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return "still running"
-        if self.jail is not None and code > 128:     # bwrap passes on its child's death by signal N as 128 + N
+        if isinstance(self.jail, Jail) and code > 128:     # bwrap passes on its child's death by signal N as 128 + N
             code = -(code - 128)
         if code < 0:
             return f"killed by signal {_signal_name(-code)}"
@@ -382,9 +401,10 @@ def _signal_name(number: int) -> str:
         return str(number)
 
 
-def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str], probe_files) -> list[str]:
+def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str], probe_files,
+          become: dict | None = None) -> list[str]:
     return [sys.executable, "-m", "grader.worker.zygote", str(module_path), str(control_fd), json.dumps(rlimits),
-            json.dumps(preload), json.dumps([str(p) for p in probe_files])]
+            json.dumps(preload), json.dumps([str(p) for p in probe_files]), json.dumps(become)]
 
 
 def _imported_libraries(module_bytes: bytes, probe_files) -> set[str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from grader.delivery.template import TEMPLATES, fill
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
+from grader.core import seeds
 from grader.tasks import AUDIT_ONLY, COURSE_ROOT, DATASETS, HIDDEN, Task
 
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
@@ -60,7 +61,10 @@ def build_autograder(out: Path, tasks: list[Task], *, hidden_visibility: str = D
              executable=True)
         for name, path in entries:
             _add(archive, name, path.read_bytes())
-    return Autograder(out, list(tasks), len(entries) + 2, out.stat().st_size)
+        # The course's secret, so that a resubmission graded in a fresh container draws the same
+        # inputs as before (seeds.submission_seed); the zip is the instructor's, never a learner's.
+        _add(archive, seeds.SECRET_FILE.name, (seeds.course_secret().hex() + "\n").encode())
+    return Autograder(out, list(tasks), len(entries) + 3, out.stat().st_size)
 
 
 def _course_files(tasks: list[Task]) -> list[Path]:

@@ -228,7 +228,9 @@ def _graded_report(task: Task, module: str, count_gpu_tests: bool):
         # Written for an autograder without a GPU, the notebook's cells are worth the CPU tests
         # only: GPU tests are left out, even on a machine that could run them.
         extra = [] if count_gpu_tests else ["-m", "not gpu"]
-        job = runner.GradingRun(tree, [task], out_dir=tree / "grading", extra_args=extra)
+        # The autograde kernel is the instructor's: the learner's module is graded isolated (the sandbox,
+        # else the uid level) or not at all, and then the report says why.
+        job = runner.GradingRun(tree, [task], out_dir=tree / "grading", isolation="required", extra_args=extra)
         with captured_output():         # the grading processes inherit the kernel's stderr
             _REPORTS[key] = runner.run(job)
     return _REPORTS[key]

@@ -110,3 +110,19 @@ def audit_table(task_audit) -> Table:
         table.add_row(e.name, e.kind, e.origin, e.rule or "", points,
                       Text(e.verdict, style="green" if e.ok else "bold red"))
     return table
+
+
+def sweep_table(sweep) -> Table:
+    """One task's audit at several seeds: what missed its verdict, and at which seeds."""
+    rows = [("false reject", name, seeds) for name, seeds in sweep.false_rejects.items()] + \
+        [("survives most seeds", name, seeds) for name, seeds in sweep.survivors.items()] + \
+        [("flaky test", test, seeds) for test, seeds in sweep.flaky_tests.items()]
+    table = Table(title=f"Audit of {sweep.task} at seeds 0..{len(sweep.seeds) - 1}",
+                  caption="OK" if sweep.ok else "NOT OK")
+    for column in ("finding", "what", "seeds"):
+        table.add_column(column)
+    for finding, what, seeds in rows:
+        table.add_row(finding, escape(what), ", ".join(map(str, seeds)))
+    if not rows:
+        table.add_row("none", "every verdict held at every seed", "")
+    return table

@@ -10,7 +10,7 @@ the audit counts them apart, since a suite can be sharp against its own authors'
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.running import runner
@@ -30,6 +30,7 @@ class AuditEntry:
     points: float = 0.0
     max_points: float = 0.0
     failing_concepts: list[str] = field(default_factory=list)
+    failing_tests: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -110,32 +111,45 @@ class TaskAudit:
                 "entries": [{**vars(e), "ok": e.ok, "verdict": e.verdict} for e in self.entries]}
 
 
-def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess") -> list[TaskAudit]:
+def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess", seed: int = 0) -> list[TaskAudit]:
+    """Every task's audit at one seed of the suites' random inputs."""
+    return [audits[0] for audits in sweep(tasks, [seed], jobs, backend)]
+
+
+def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "inprocess") -> list[list[TaskAudit]]:
+    """Every task's audit at each of `seeds` (per task, one TaskAudit per seed, in order): the
+    variants are written once, every grading runs in one batch."""
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch:
-        plans = [plan for task in tasks for plan in _plans(task, Path(scratch), backend)]
+        subjects = [(task, subject) for task in tasks for subject in _subjects(task, Path(scratch))]
+        plans = [(task, seed, replace(entry), _run(task, tree, entry, backend, seed))
+                 for seed in seeds for task, (entry, tree) in subjects]
         # The gradings that run a whole suite first, the mutants (which stop at their concept's
         # first failure) after: the batch then ends on short gradings, with no job idle long.
-        order = sorted(range(len(plans)), key=lambda i: plans[i][0].kind == "mutant")
+        order = sorted(range(len(plans)), key=lambda i: plans[i][2].kind == "mutant")
         reports = [None] * len(plans)
-        for i, report in zip(order, runner.run_many([plans[i][1] for i in order], jobs)):
+        for i, report in zip(order, runner.run_many([plans[i][3] for i in order], jobs)):
             reports[i] = report
-    by_task: dict[str, list[AuditEntry]] = {t.name: [] for t in tasks}
-    for (entry, _), report in zip(plans, reports):
+    entries: dict[tuple[str, int], list[AuditEntry]] = {(t.name, s): [] for t in tasks for s in seeds}
+    for (task, seed, entry, _), report in zip(plans, reports):
         _score(entry, report)
-        by_task[entry.task].append(entry)
-    return [TaskAudit(task.name, by_task[task.name], rules_of(task)) for task in tasks]
+        entries[(task.name, seed)].append(entry)
+    return [[TaskAudit(task.name, entries[(task.name, seed)], rules_of(task)) for seed in seeds] for task in tasks]
 
 
-def _plans(task: Task, scratch: Path, backend: str) -> list[tuple[AuditEntry, runner.GradingRun]]:
-    plans = [(AuditEntry(task.name, "reference", "reference"), runner.GradingRun(SOLUTIONS, [task], backend=backend)),
-             (AuditEntry(task.name, "stub", "stub"), runner.GradingRun(EXERCISES, [task], backend=backend))]
+def _subjects(task: Task, scratch: Path) -> list[tuple[AuditEntry, Path]]:
+    """What is graded, each with its tree: the reference, the stub and every variant."""
+    subjects = [(AuditEntry(task.name, "reference", "reference"), SOLUTIONS),
+                (AuditEntry(task.name, "stub", "stub"), EXERCISES)]
     for variant in variants_of(task):
-        tree = materialize(task, variant, scratch / task.name)
-        # A mutant's verdict is settled once a test of its concept fails: stop there.
-        extra = ["--stop-on-concept", variant.concept] if variant.kind == "mutant" else []
-        plans.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule, variant.origin),
-                      runner.GradingRun(tree, [task], backend=backend, extra_args=extra)))
-    return plans
+        subjects.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule,
+                                    variant.origin), materialize(task, variant, scratch / task.name)))
+    return subjects
+
+
+def _run(task: Task, tree: Path, entry: AuditEntry, backend: str, seed: int) -> runner.GradingRun:
+    # A mutant's verdict is settled once a test of its concept fails: stop there.
+    extra = ["--stop-on-concept", entry.concept] if entry.kind == "mutant" else []
+    return runner.GradingRun(tree, [task], backend=backend, seed=seed, extra_args=extra)
 
 
 def _score(entry: AuditEntry, report) -> None:
@@ -145,3 +159,51 @@ def _score(entry: AuditEntry, report) -> None:
         return
     entry.points, entry.max_points = result.points, result.max_points
     entry.failing_concepts = sorted({t.concept for t in result.tests if t.lost and t.concept})
+    entry.failing_tests = [t.id for t in result.tests if t.lost]
+
+
+@dataclass
+class Sweep:
+    """One task's audit at several seeds: what a per-submission seed asks of a suite."""
+    task: str
+    seeds: list[int]
+    audits: list[TaskAudit]
+
+    def _seeds_where(self, wrong) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for seed, task_audit in zip(self.seeds, self.audits):
+            for entry in task_audit.entries:
+                if wrong(entry):
+                    found.setdefault(entry.name, []).append(seed)
+        return found
+
+    @property
+    def false_rejects(self) -> dict[str, list[int]]:
+        """The reference, stub or alternatives that missed their verdict, with the seeds."""
+        return self._seeds_where(lambda e: e.kind != "mutant" and not e.ok)
+
+    @property
+    def survivors(self) -> dict[str, list[int]]:
+        """The mutants not killed (with their concept named) at more than half the seeds."""
+        missed = self._seeds_where(lambda e: e.kind == "mutant" and not e.ok)
+        return {name: seeds for name, seeds in missed.items() if len(seeds) * 2 >= len(self.seeds)}
+
+    @property
+    def flaky_tests(self) -> dict[str, list[int]]:
+        """Tests that the reference or an alternative failed at some seed: their verdict flips with
+        the inputs, a test to fix or a tolerance to restate."""
+        found: dict[str, list[int]] = {}
+        for seed, task_audit in zip(self.seeds, self.audits):
+            for entry in task_audit.entries:
+                if entry.kind in ("reference", "alternative"):
+                    for test in entry.failing_tests:
+                        found.setdefault(test, []).append(seed)
+        return {test: sorted(set(seeds)) for test, seeds in found.items()}
+
+    @property
+    def ok(self) -> bool:
+        return not self.false_rejects and not self.survivors
+
+    def to_json(self) -> dict:
+        return {"task": self.task, "seeds": self.seeds, "ok": self.ok, "false_rejects": self.false_rejects,
+                "survivors": self.survivors, "flaky_tests": self.flaky_tests}

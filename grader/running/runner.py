@@ -7,12 +7,14 @@ nor be changed by files in the submitted tree. Sessions run in a pool of reused 
 """
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core import isolation, seeds
 from grader.core.cgroups import memory_budget
 from grader.reports.record import new_run_id
 from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
@@ -20,6 +22,7 @@ from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
 from grader.tasks import COURSE_ROOT, Task
 
 RUN_LIMIT_S = 20 * 60          # one submission, all tasks: far above the 90 s budget, a backstop only
+PRIVATE, TRAVERSE_ONLY = 0o700, 0o711      # folders of the grading: its owner's; entered but not listed
 PARTS = "parts"                # below a run's out_dir: each task's session's report, combined when all are in
 
 
@@ -29,8 +32,8 @@ class GradingRun:
     tasks: list[Task]
     hidden: bool = True
     backend: str = "worker"
-    isolation: str = "auto"              # "auto", "required" or "none" (see grader.core.plugin)
-    seed: int = 0
+    isolation: str = "auto"              # "auto", "required" or "none" (see grader.core.isolation)
+    seed: int | None = None              # None: drawn from the course secret and the submission (grader.core.seeds)
     out_dir: Path | None = None          # keeps score_report.json, pytest.log and worker logs
     extra_args: list[str] = field(default_factory=list)
 
@@ -41,9 +44,12 @@ class GradingRun:
 
     def _args(self, task: Task, out_dir: Path, scratch: Path, run_id: str) -> list[str]:
         paths = [str(p) for p in task.suite_paths(self.hidden)]
+        seed, seed_from = (self.seed, seeds.FORCED) if self.seed is not None else \
+            (seeds.submission_seed(Path(self.impl), self.tasks), seeds.FROM_SUBMISSION)
         return [*paths, "--impl", str(Path(self.impl).resolve()), "--backend", self.backend,
                 "--isolation", self.isolation, "--basetemp", str(scratch), "--grader-run-id", run_id,
-                "--grader-seed", str(self.seed), "--score-report", str(out_dir / PARTS / f"{task.name}.json"),
+                "--grader-seed", str(seed), "--grader-seed-from", seed_from,
+                "--score-report", str(out_dir / PARTS / f"{task.name}.json"),
                 "--worker-logs", str(out_dir / "logs"), "--rootdir", str(COURSE_ROOT),
                 "-c", str(COURSE_ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
                 "-q", "--tb=no", "-rN", "--no-header",
@@ -61,16 +67,30 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
     """Grade several submissions, `workers` at a time, each within `limit_s` of wall time;
     reports come back in input order. A run that produced no report still returns one, empty,
     with the reason in `problems`. `on_done(job, report)` is called as each one ends."""
+    refused = _refused(jobs)
+    if refused:        # graded below what they require: nothing of theirs runs
+        reports = [refused.get(i) for i in range(len(jobs))]
+        rest = [i for i in range(len(jobs)) if i not in refused]
+        for i, report in zip(rest, run_many([jobs[i] for i in rest], workers, on_done, stream, limit_s)):
+            reports[i] = report
+        for i in refused:
+            if on_done:
+                on_done(jobs[i], reports[i])
+        return reports
     with tempfile.TemporaryDirectory(prefix="grader-run-") as scratch:
         # absolute: the pool's processes work in the course root, not where the caller stands
         out_dirs = [Path(job.out_dir).absolute() if job.out_dir else Path(scratch) / "out" / str(i)
                     for i, job in enumerate(jobs)]
         for out_dir in out_dirs:
-            out_dir.mkdir(parents=True, exist_ok=True)
+            out_dir.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
             (out_dir / REPORT_NAME).unlink(missing_ok=True)
             shutil.rmtree(out_dir / PARTS, ignore_errors=True)
+        # The way to each grading's pytest folders may be entered, not listed, by a worker of another
+        # uid (grader.core.uid_jail); everything else here, the reports included, is its owner's.
+        os.chmod(scratch, TRAVERSE_ONLY)
+        (Path(scratch) / "tmp").mkdir(mode=TRAVERSE_ONLY)
         for i in range(len(jobs)):
-            (Path(scratch) / "tmp" / str(i)).mkdir(parents=True)
+            (Path(scratch) / "tmp" / str(i)).mkdir(mode=TRAVERSE_ONLY)
         pool_jobs = [(job.sessions(out_dir, Path(scratch) / "tmp" / str(i), new_run_id()), out_dir / "pytest.log")
                      for i, (job, out_dir) in enumerate(zip(jobs, out_dirs))]
         reports: list[ScoreReport | None] = [None] * len(jobs)
@@ -81,6 +101,17 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
                 on_done(jobs[index], reports[index])
         PytestPool(workers).run(pool_jobs, limit_s, stream=_write_through if stream else None, on_done=finished)
         return reports
+
+
+def _refused(jobs: list[GradingRun]) -> dict[int, ScoreReport]:
+    """The jobs that require an isolation this machine cannot give, with the report saying so."""
+    refused = {}
+    for index, job in enumerate(jobs):
+        try:
+            isolation.choose(job.isolation)
+        except isolation.IsolationUnavailable as exc:
+            refused[index] = ScoreReport.failed(f"not graded: {exc}", {"path": str(job.impl)})
+    return refused
 
 
 _EXIT_MEANINGS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected",

@@ -17,6 +17,7 @@ trusted side then starts a new sandbox.
 from __future__ import annotations
 
 import ctypes
+import errno
 import importlib
 import json
 import os
@@ -33,6 +34,7 @@ from grader.worker.loading import StudentImportError, load_module
 
 PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
 PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
 PRELOADABLE = ("numpy", "torch", "transformers", "peft", "trl", "datasets", "safetensors", "matplotlib",
                "pandas", "polars", "accelerate")
@@ -148,7 +150,37 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def become(identity: dict | None) -> None:
+    """At the uid isolation level, this zygote is started as root and becomes its own uid and
+    gid here, before it imports anything: no supplementary groups, no capabilities left (a uid
+    other than 0 holds none), and no way to gain any (`no_new_privs`: no set-uid program, no file
+    capability). Every worker it forks is that uid too."""
+    if identity is None:
+        return
+    os.setgroups([])
+    os.setresgid(identity["gid"], identity["gid"], identity["gid"])
+    os.setresuid(identity["uid"], identity["uid"], identity["uid"])
+    if _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or os.getuid() == 0:
+        raise SystemExit("the zygote could not give up root")
+
+
+def refuse_sockets() -> None:
+    """At the uid level there is no network namespace: a seccomp filter (libseccomp, through
+    pyseccomp) refuses this process and everything it starts new sockets of any family, and
+    io_uring (which could make them), so learner code reaches no network, no abstract unix socket
+    and no local service. The channels it was handed (pipes, a socketpair) still work."""
+    import pyseccomp as sc
+    rules = sc.SyscallFilter(defaction=sc.ALLOW)
+    for call in ("socket", "io_uring_setup"):
+        rules.add_rule(sc.ERRNO(errno.EACCES), call)
+    rules.load()
+
+
 def main(argv: list[str]) -> None:
+    identity = json.loads(argv[5])
+    become(identity)                       # first: a change of credentials clears the parent-death signal
+    if identity is not None:
+        refuse_sockets()
     die_with_parent(os.getppid())
     module_path, control_fd = Path(argv[0]), int(argv[1])
     rlimits, preload, probe_files = json.loads(argv[2]), json.loads(argv[3]), json.loads(argv[4])

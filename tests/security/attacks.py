@@ -96,6 +96,8 @@ class Attack:
     check: Callable[[Graded], None]
     module: Callable[[Context], str] | None = None        # attention.py of a course-layout submission
     build: Callable[[Path, Context], Path] | None = None   # or: makes the submission, returns its path
+    levels: tuple[str, ...] = ("sandbox", "uid")          # the isolation levels whose promises it tests
+    why_sandbox_only: str = ""                            # for an attack on the sandbox's promises alone
 
     def make(self, folder: Path, context: Context) -> Path:
         if self.build is not None:

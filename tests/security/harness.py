@@ -284,20 +284,44 @@ class CliRun:
     wall_s: float
 
 
-def run_cli(args: list, env: dict, cwd: Path, timeout_s: float) -> CliRun:
+def run_cli(args: list, env: dict, cwd: Path, timeout_s: float, level: str = "sandbox") -> CliRun:
+    """The grader's CLI as an instructor runs it; at `level` "uid", where no namespace can be
+    made (under `no_namespaces.py`'s seccomp filter), so that it grades at the uid level."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "grader.cli", *map(str, args)], cwd=cwd, env=env,
+    done = subprocess.run([*launcher(level), sys.executable, "-m", "grader.cli", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, errors="replace", timeout=timeout_s)
     return CliRun(done.returncode, done.stdout + done.stderr, time.monotonic() - started)
 
 
 # ---------------------------------------------------------------- how the suite runs the grader
 
+LEVELS = ("sandbox", "uid")          # the isolation levels official grading may use
+NO_NAMESPACES = Path(__file__).with_name("no_namespaces.py")
+
+
+def launcher(level: str) -> list[str]:
+    """What a command is started through to grade at `level`."""
+    return [] if level == "sandbox" else [sys.executable, "-I", str(NO_NAMESPACES)]   # -I: its own pyseccomp
+
+
 def sandbox_skip_reason() -> str | None:
     """Why attacks on the sandbox mean nothing here (None where a sandbox can be made)."""
     from grader.core import sandbox
     available, why = sandbox.availability()
     return None if available else f"no sandbox can be made here, so attacks on it mean nothing: {why}"
+
+
+def level_skip_reason(level: str) -> str | None:
+    """Why gradings at `level` cannot be had here (None where they can)."""
+    if level == "sandbox":
+        return sandbox_skip_reason()
+    probe = subprocess.run([*launcher(level), sys.executable, "-c",
+                            "from grader.core import isolation; print(*isolation.strongest(), sep='|')"],
+                           capture_output=True, text=True, timeout=120)
+    got = probe.stdout.strip().split("|", 1)
+    if probe.returncode != 0 or got[0] != level:
+        return f"no grading at the {level} level here: {(probe.stdout + probe.stderr).strip()[-400:]}"
+    return None
 
 
 def grading_env(work: Path, **extra: str) -> dict[str, str]:

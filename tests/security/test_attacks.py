@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.core import uid_jail
 from grader.worker.loading import sibling_module
 from grader.reports.report import ReportError, ScoreReport, read_report
 from grader.tasks import COURSE_ROOT
@@ -17,8 +18,7 @@ from grader.tasks import COURSE_ROOT
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
 
-pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
-              pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.timeout(3600)]
 
 BATCH_LIMIT_S = 3000
 POOL_PEAK_LIMIT_MB = 1500      # a pool process grading exercise 01 peaks near 400 MB; a reply it cannot
@@ -34,6 +34,7 @@ class Batch:
     cli: object
     paths: dict                                          # submission -> the path given to the CLI
     git_head: str                                        # the honest clone's commit
+    level: str = "sandbox"                               # the isolation level it was graded at
     graded: dict = field(default_factory=dict)          # submission -> attacks.Graded
     summary: dict = field(default_factory=dict)          # submission's path -> its row of summary.csv
     course_changes: list = field(default_factory=list)
@@ -48,9 +49,17 @@ class Batch:
     peak_mb: dict = field(default_factory=dict)          # trusted process -> its peak memory
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=harness.LEVELS)
 def batch(tmp_path_factory, request) -> Batch:
-    work = tmp_path_factory.mktemp("security")
+    """The batch graded at each isolation level: in the sandbox, and at the uid level where no
+    namespace can be made (a real seccomp filter, as a platform's container has)."""
+    level = request.param
+    why_not = harness.level_skip_reason(level)
+    if why_not:
+        pytest.skip(why_not)
+    if level == "uid":
+        uid_jail.seal()        # what the first grading at this level does to the course: not an attack's change
+    work = tmp_path_factory.mktemp(f"security-{level}")
     subs, out_dir = work / "subs", work / "out"
     marker, secret = harness.new_marker(), secrets.token_hex(16)
     listener = harness.Listener(marker)
@@ -69,8 +78,8 @@ def batch(tmp_path_factory, request) -> Batch:
     args = ["grade", *(paths[n] for n in order), "--tasks", "01", "--jobs", "2", "--out-dir", out_dir]
     with harness.Watch(work / "tmp") as watch:
         cli = harness.run_cli(args, harness.grading_env(work, GRADER_SECURITY_SECRET=secret), cwd=work,
-                              timeout_s=BATCH_LIMIT_S)
-    result = Batch(context=context, cli=cli, paths=paths, git_head=head, peak_mb=dict(watch.peak_mb))
+                              timeout_s=BATCH_LIMIT_S, level=level)
+    result = Batch(context=context, cli=cli, paths=paths, git_head=head, peak_mb=dict(watch.peak_mb), level=level)
     result.survivors = watch.survivors()
     result.rewritten = _rewritten_while_waiting(out_dir, seconds=3)   # what a surviving daemon would do
     result.marked = harness.processes_with(marker)
@@ -83,7 +92,7 @@ def batch(tmp_path_factory, request) -> Batch:
     result.bystander_changes = harness.differences(bystanders_before, _bystander_files(subs))
     result.summary = _summary(out_dir)
     result.graded = _graded(out_dir, paths, result.summary, context)
-    _show(request, f"attack batch: {len(paths)} submissions ({len(made)} attacks), task 01, --jobs 2: "
+    _show(request, f"attack batch at the {level} level: {len(paths)} submissions ({len(made)} attacks), task 01, --jobs 2: "
                    f"{cli.wall_s:.0f} s wall, peak trusted process {max(result.peak_mb.values(), default=0):.0f} MB")
     return result
 
@@ -135,7 +144,11 @@ def _show(request, line: str) -> None:
 
 @pytest.mark.parametrize("attack", attacks.ATTACKS, ids=[attack.name for attack in attacks.ATTACKS])
 def test_attack_gets_the_honest_outcome(batch, attack):
-    attack.check(batch.graded[attack.name])
+    if batch.level not in attack.levels:
+        pytest.skip(f"{attack.name} is about the sandbox's own promises ({attack.why_sandbox_only})")
+    graded = batch.graded[attack.name]
+    assert graded.report.isolation.get("level") == batch.level, graded.report.isolation
+    attack.check(graded)
 
 
 def test_honest_submissions_score_as_if_graded_alone(batch):

@@ -1,0 +1,52 @@
+"""The seed of a grading: hidden inputs drawn per submission, from a seed a learner cannot predict.
+
+A suite's random inputs come from the `seed` and `rng` fixtures. With one seed for every grading,
+a module that only replays what earlier feedback showed (the expected values of the same inputs)
+earns their points without any implementation. So an official grading's seed is derived from a
+secret of the course (`SECRET_FILE`: made on first use, kept with the course, never released, in
+no learner-visible file, and sealed from the worker at every isolation level) and the digests of
+the submission's module files: another submission, or the same one changed, gets other inputs;
+regrading the same submission gets the same inputs, and the same grade. `--seed N` still forces
+one seed; the report's record says which it was (`seed_from`).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+from grader.core.intake import read_module, sha256
+from grader.tasks import COURSE_ROOT, Task, locate_module
+from grader.worker.loading import StudentImportError
+
+SECRET_FILE = COURSE_ROOT / ".grader-secret"
+SEED_BITS = 31                         # the plugin's seeds are plain non-negative ints
+FROM_SUBMISSION = "course secret and the submission's module digests"
+FORCED = "--seed"
+
+
+def course_secret(path: Path = SECRET_FILE) -> bytes:
+    """The course's secret, made (readable by its owner only) the first time it is asked for."""
+    try:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        pass
+    value = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(value.hex() + "\n")
+    return value
+
+
+def submission_seed(root: Path, tasks: list[Task], secret: bytes | None = None) -> int:
+    """The seed of a submission tree's grading: the course secret and its modules' digests (a
+    missing or unreadable module counts as such, by task)."""
+    digests = []
+    for task in sorted(tasks, key=lambda t: t.name):
+        try:
+            digests.append(f"{task.name}:{sha256(read_module(root, locate_module(root, task)))}")
+        except StudentImportError:
+            digests.append(f"{task.name}:missing")
+    digest = hashlib.sha256((secret if secret is not None else course_secret()) + "\n".join(digests).encode()).digest()
+    return int.from_bytes(digest[:8], "little") % (1 << SEED_BITS)

@@ -1,0 +1,258 @@
+"""The isolation level for hosts that deny namespaces but run the grader as root (`"level":
+"uid"`): the containers Gradescope and PrairieLearn grade in, whose seccomp or AppArmor profiles
+refuse the user namespaces bubblewrap needs.
+
+Each task's zygote is started as root inside its cgroup, and then, before it imports anything,
+becomes a uid and gid of its own (`allocate_uid`: never another host's, never a user of the
+machine), with no supplementary groups, no capabilities and `no_new_privs`
+(`grader.worker.zygote.become`); its workers are its forks. A different uid is what keeps it from
+signalling, tracing or reading the memory of the grading's processes or of another submission's
+workers, and file permissions do the rest:
+
+- what it may read: the Python environment, `datasets/`, the task's probe files and the worker's
+  side of the grader (all world-readable), and its private folder: a copy of the learner's module
+  in a folder it cannot write, and a home and temporary folder of its own;
+- what it may write: those two folders, and the pytest folders of its own grading, whose entries
+  the trusted side gives to its uid before each call (`grant_writable`);
+- what it may neither read nor write: everything that decides a grade, sealed by `seal` before
+  any worker starts (readable by their owner only): the hidden suites but for their probe files,
+  the references, the course's git history and secret, the results folders; the grading's own
+  temporary folders are its owner's (0700) and only traversable where its worker must reach its
+  pytest folder; the grader's code and the running entrypoint are root's and not writable by
+  others (`seal` refuses to grade where they are).
+
+There is no network namespace: instead a seccomp filter refuses the worker new sockets of any
+family (`grader.worker.zygote.refuse_sockets`), so it reaches no network and no local service.
+What any user may write (the host's `/tmp`, `/dev/shm`) it may write too, within RLIMIT_FSIZE per
+file: in a platform's container, a disk it fills is its own grading's.
+Processes are found and ended by uid, which a daemon cannot leave: every process of the host's uid
+is paused between calls and killed when the host closes, cgroup or not; without a cgroup the
+process count is capped by RLIMIT_NPROC, which counts per uid.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from grader.core.cgroups import read_text
+from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, Limits, python_paths, worker_environment, worker_runtime
+from grader.tasks import COURSE_ROOT, DATASETS, HIDDEN, SOLUTIONS, all_tasks
+
+UID_BASE = 0x5000_0000          # far above any user of a machine and the usual subordinate-id ranges
+UIDS_PER_PROCESS = 64           # hosts one grading process may start in its life before uids repeat
+SECRET_MODE = 0o600             # a sealed file: its owner's alone
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")   # where any uid may leave files
+_allocated = 0
+
+
+def availability() -> tuple[bool, str]:
+    """(True, "") where workers can run as a uid of their own: Linux, and a grader run by root."""
+    if sys.platform != "linux":
+        return False, f"the uid level needs Linux; this is {sys.platform}"
+    if os.geteuid() != 0:
+        return False, "the uid level needs a grader run by root, which can give each worker a uid of its own"
+    try:
+        import pyseccomp
+        pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)      # made, not loaded: can the worker make one?
+    except Exception as exc:       # noqa: BLE001 (not installed, or no libseccomp)
+        return False, f"the uid level cuts the network with a seccomp filter, and none can be made here " \
+                      f"({type(exc).__name__}: {str(exc)[:200]})"
+    hidden_from_others = _not_reachable_by_others([*python_paths(), DATASETS, worker_runtime()])
+    if hidden_from_others:
+        return False, f"the worker's uid could not reach {hidden_from_others}, which other users may not enter " \
+                      "(the Python environment, the course's data and the worker's code must be readable by all)"
+    return True, ""
+
+
+def _not_reachable_by_others(paths) -> Path | None:
+    """The first folder on the way to one of `paths` that users other than its owner may not
+    enter (or `paths` read), or None."""
+    for path in map(Path, paths):
+        for folder in (path, *path.parents):
+            mode = os.stat(folder).st_mode
+            if not mode & stat.S_IXOTH or (folder == path and stat.S_ISDIR(mode) and not mode & stat.S_IROTH):
+                return folder
+    return None
+
+
+def allocate_uid() -> int:
+    """A uid (and gid) no other worker host alive uses: this process's pid, unique among the
+    living, and a count of the hosts it started."""
+    global _allocated
+    _allocated += 1
+    return UID_BASE + (os.getpid() % (1 << 22)) * UIDS_PER_PROCESS + _allocated % UIDS_PER_PROCESS
+
+
+class UidJail:
+    """One task's worker host at the uid level: its private folder, its uid, its cgroup."""
+
+    def __init__(self, module_bytes: bytes, module_name: str, *, writable_dirs: list[Path], limits: Limits,
+                 git_dir: Path | None = None):
+        self.limits = limits
+        self.uid = allocate_uid()
+        kill_uid(self.uid)                 # whatever a killed grading left under this uid goes first
+        self.private = Path(tempfile.mkdtemp(prefix="grader-uid-"))
+        os.chmod(self.private, 0o711)
+        submission = self.private / "submission"            # readable, not writable: the bytes graded
+        submission.mkdir(mode=0o755)
+        self.module_path = submission / module_name
+        self.module_path.write_bytes(module_bytes)
+        os.chmod(self.module_path, 0o644)
+        if git_dir is not None:            # the submission's own history: its code may record its commit
+            shutil.copytree(git_dir, submission / ".git", symlinks=True)
+            _world_readable(submission / ".git")
+        self.home = self.private / "home"
+        self.home.mkdir(mode=0o700)
+        os.chown(self.home, self.uid, self.uid)
+        self.writable_dirs = [Path(d) for d in writable_dirs]
+        self.runtime = worker_runtime()
+        self.cgroup = limits.cgroup(self.private.name)
+
+    def command(self, argv: list[str]) -> list[str]:
+        return self.cgroup.wrap(argv, oom_score_adj=LEARNER_OOM_SCORE_ADJ)
+
+    def environment(self) -> dict[str, str]:
+        return worker_environment(home=str(self.home), pythonpath=str(self.runtime))
+
+    @property
+    def become(self) -> dict[str, int]:
+        return {"uid": self.uid, "gid": self.uid}
+
+    @property
+    def rlimits(self) -> dict[str, int]:
+        limits = self.limits.rlimits(with_address_space=not self.cgroup.paths)
+        if not self.cgroup.paths:
+            limits["NPROC"] = self.limits.processes
+        return limits
+
+    def processes(self) -> list[int]:
+        """Every process of this host's uid, wherever it was reparented."""
+        return processes_of(self.uid)
+
+    def grant_writable(self) -> None:
+        """Give the worker's uid what the trusted side made in the shared folders since the last
+        call (pytest's folder of each test is made by root, 0700): the same folders a sandboxed
+        worker may write."""
+        for folder in self.writable_dirs:
+            for root, dirs, files in os.walk(folder):
+                for name in [root, *(os.path.join(root, entry) for entry in dirs + files)]:
+                    try:
+                        info = os.lstat(name)
+                        if info.st_uid != self.uid:
+                            os.lchown(name, self.uid, self.uid)
+                    except OSError:
+                        continue
+
+    def close(self) -> None:
+        self.cgroup.kill_all()
+        kill_uid(self.uid)
+        remove_files_of(self.uid)
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+def processes_of(uid: int) -> list[int]:
+    """The pids whose real uid is `uid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            status = read_text(f"/proc/{entry}/status") or ""
+            line = next((l for l in status.splitlines() if l.startswith("Uid:")), "")
+            if line and int(line.split()[1]) == uid:
+                found.append(int(entry))
+    return found
+
+
+def kill_uid(uid: int, timeout_s: float = 5.0) -> None:
+    """SIGKILL every process of `uid` until none is left: a child of ours becomes that uid and
+    signals all it may (kill(-1) reaches exactly the processes of its own uid)."""
+    deadline = time.monotonic() + timeout_s
+    while processes_of(uid) and time.monotonic() < deadline:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.01)
+
+
+def remove_files_of(uid: int) -> None:
+    """What a worker of `uid` left where every user may write (the host's /tmp, /var/tmp,
+    /dev/shm, which holds memory, and /dev/mqueue): everything its uid owns there goes. It could
+    write nowhere else outside its private folder."""
+    for folder in WORLD_WRITABLE:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+
+def _world_readable(tree: Path) -> None:
+    for root, dirs, files in os.walk(tree):
+        os.chmod(root, 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o644)
+
+
+# ---------------------------------------------------------------- sealing what decides a grade
+
+class SealError(RuntimeError):
+    """What decides a grade cannot be kept from the worker's uid here."""
+
+
+def seal(*extra: Path) -> None:
+    """Make what decides a grade unreadable to every uid but its owner's (root, or the instructor
+    who runs the grader as root): the hidden suites' files but for their probe files, the
+    references, the course's git history and secret, and `extra` (results folders, the batch's
+    submissions). Refuse where the grader's own code could be rewritten by another uid."""
+    probes = {p.resolve() for task in all_tasks() for p in task.probe_files()}
+    secret_files = [p for p in HIDDEN.rglob("*") if p.is_file() and not p.is_symlink() and p.resolve() not in probes] \
+        if HIDDEN.is_dir() else []
+    for path in secret_files:
+        _restrict(path, SECRET_MODE)
+    for folder in (SOLUTIONS, COURSE_ROOT / ".git", *extra):
+        if folder.exists() and not folder.is_symlink():
+            _restrict(folder, 0o700 if folder.is_dir() else SECRET_MODE)
+    from grader.core.seeds import SECRET_FILE          # the course secret, where it is kept
+    if SECRET_FILE.exists():
+        _restrict(SECRET_FILE, SECRET_MODE)
+    _check_not_writable_by_others(Path(__file__).resolve().parent.parent)
+
+
+def _restrict(path: Path, mode: int) -> None:
+    current = stat.S_IMODE(os.lstat(path).st_mode)
+    if current & 0o077:
+        os.chmod(path, current & mode)
+
+
+def _check_not_writable_by_others(package: Path) -> None:
+    """The grader the trusted side imports, and the folders above it: a worker that could write
+    them would grade the next test itself."""
+    for path in [*package.rglob("*.py"), package, *package.parents]:
+        info = os.lstat(path)
+        sticky_dir = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+        if info.st_mode & 0o002 and not sticky_dir:
+            raise SealError(f"{path} is writable by every user: a worker running as its own uid could change "
+                            "the grader that grades it")
