@@ -21,10 +21,10 @@ FORGED_PROBES = '''
 import sys as _sys
 
 def _forged_time_calls(module, function, iters, warmup):
-    return 10.0                         # what the median test's calls sleep
+    return 10.0                         # what the median test's calls sleep, at the middle of their draws
 
 def _forged_time_simulated_cuda(module, device, iters, warmup):
-    return 30.0                         # the device work each call queues
+    return 30.0                         # the device work each call queues, at the middle of its draws
 
 for _module in list(_sys.modules.values()):
     if hasattr(_module, "time_calls") and hasattr(_module, "time_simulated_cuda"):
@@ -35,10 +35,11 @@ for _module in list(_sys.modules.values()):
 UNTIMED = '''
 
 def time_ms(fn, *, iters=10, warmup=3, device="cpu"):
-    """Calls fn as often as asked, reads no clock, waits for nothing, and reports the device work."""
+    """Calls fn as often as asked, reads no clock, waits for nothing, and reports a number the device
+    test accepts whatever work (20 to 40 ms) the grading's seed drew."""
     for _ in range(warmup + iters):
         fn()
-    return 30.5
+    return 40.0
 '''
 
 

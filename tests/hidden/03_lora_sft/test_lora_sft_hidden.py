@@ -7,6 +7,12 @@ exact-match checker of datasets/sft/. Probes (probes.py) build layers, models an
 to the learner's code and report what it did. The tests run cheapest first: layers, models on
 the meta device, tokenization and packing, then a three-step trl run watched from outside, then
 generation with a reference adapter built here, and last the full SFT run.
+
+Inputs come from the grading's seed wherever a fixed reference does not decide them: layer
+shapes, ranks, alpha, biases and the tensors, the conversations tokenized and packed (the `rng`
+fixture, and hypothesis's examples, which `examples_from_the_seed` draws from the seed), so that
+each submission meets other ones. The runs that train keep their fixed setups: their bars were
+measured on them.
 """
 import json
 import math
@@ -127,20 +133,49 @@ def generator(seed):
     return torch.Generator().manual_seed(seed)
 
 
+def drawn_generator(rng):
+    """A torch generator seeded from the test's draws."""
+    return generator(int(rng.integers(1 << 31)))
+
+
+def integer(rng, low, high):
+    """An int in [low, high], both included."""
+    return int(rng.integers(low, high + 1))
+
+
+@pytest.fixture(autouse=True)
+def examples_from_the_seed(request, seed):
+    """hypothesis's examples drawn from the grading's seed and the test's id, not the same ones at
+    every grading (GRADING's derandomize): hypothesis reads the seed a test carries each time the
+    test is called, as its @seed decorator leaves it."""
+    test = request.function
+    if getattr(test, "is_hypothesis_test", False):
+        test._hypothesis_internal_use_seed = f"{seed}:{request.node.nodeid}"
+
+
 def randn(gen, *shape, dtype=torch.float32):
     return torch.randn(*shape, generator=gen).to(dtype)
 
 
 # ================================================================ LoRA by hand
 
+# (n_in, n_out, r, alpha) ranges, bias, dtype: a layer wide enough for A's spread to be measured
+# (at least 256 entries), a small one without bias, a square one in float64. A holds at least 20
+# entries, so that its largest entry reaches half of the Kaiming bound but once in a million.
+FRESH_LAYERS = {"wide": (((48, 80), (32, 64), (6, 12), (8, 32)), True, torch.float32),
+                "small-nobias": (((10, 14), (3, 9), (2, 3), (2, 8)), False, torch.float32),
+                "float64": (((12, 24), None, (2, 8), (4, 16)), True, torch.float64)}
+
+
 @pytest.mark.points(1)
 @pytest.mark.concept(LORA)
-@pytest.mark.parametrize("n_in,n_out,r,alpha,bias,dtype", [
-    (64, 48, 8, 16, True, torch.float32), (5, 7, 2, 4, False, torch.float32), (16, 16, 4, 8, True, torch.float64)],
-    ids=["64x48-r8", "5x7-r2-nobias", "float64"])
-def test_a_fresh_layer_is_its_base(submission, n_in, n_out, r, alpha, bias, dtype):
+@pytest.mark.parametrize("kind", list(FRESH_LAYERS))
+def test_a_fresh_layer_is_its_base(submission, rng, kind):
     """a fresh LoRALinear: A and B parameters of the right shape and dtype, B = 0, A Kaiming-uniform, base frozen, output = base"""
-    gen = generator(n_in * 100 + n_out)
+    (ins, outs, ranks, alphas), bias, dtype = FRESH_LAYERS[kind]
+    n_in = integer(rng, *ins)
+    n_out, r, alpha = integer(rng, *outs) if outs else n_in, integer(rng, *ranks), integer(rng, *alphas)
+    gen = drawn_generator(rng)
     weight, b, x = randn(gen, n_out, n_in, dtype=dtype), randn(gen, n_out, dtype=dtype), randn(gen, 3, n_in, dtype=dtype)
     seen = submission.probe(probes.lora_layer, weight, b if bias else None, r, alpha, x)
     params = seen["parameters"]
@@ -212,13 +247,13 @@ def _mask_explains(delta, x, A, B, scaling, p):
 
 @pytest.mark.points(2)
 @pytest.mark.concept(LORA)
-def test_dropout_acts_on_the_adapter_input_in_training_only(submission):
+def test_dropout_acts_on_the_adapter_input_in_training_only(submission, rng):
     """p = 0.5: in training mode each row is explained by dropping features of the adapter's input; in eval mode nothing drops"""
-    gen = generator(5)
-    n_in, n_out, r, alpha, p = 5, 6, 3, 6, 0.5
+    gen = drawn_generator(rng)
+    n_in, n_out, r, alpha, p = 5, integer(rng, 4, 8), integer(rng, 2, 4), integer(rng, 2, 12), 0.5   # 2^5 masks to try
     weight, b, x = randn(gen, n_out, n_in), randn(gen, n_out), randn(gen, 40, n_in)
     A, B = randn(gen, r, n_in), randn(gen, n_out, r)
-    seen = submission.probe(probes.lora_dropout, weight, b, r, alpha, p, x, A, B, 11)
+    seen = submission.probe(probes.lora_dropout, weight, b, r, alpha, p, x, A, B, integer(rng, 0, 1 << 20))
     scaling = alpha / r
     base = x @ weight.T + b
     expected = base + x @ A.T @ B.T * scaling
@@ -241,11 +276,17 @@ def test_dropout_acts_on_the_adapter_input_in_training_only(submission):
 
 @pytest.mark.points(2)
 @pytest.mark.concept(MERGING)
-@pytest.mark.parametrize("n_in,n_out,r,alpha,bias", [(6, 4, 3, 6, True), (8, 8, 8, 16, False)],
-                         ids=["6x4-r3", "square-r8-nobias"])
-def test_merged_equals_peft_merge(submission, n_in, n_out, r, alpha, bias):
+@pytest.mark.parametrize("kind", ["low-rank", "square-full-rank-nobias"])
+def test_merged_equals_peft_merge(submission, rng, kind):
     """merged(): a plain nn.Linear with peft's merged weight and the base's bias; same outputs; the LoRA layer untouched"""
-    gen = generator(7 + n_in)
+    if kind == "low-rank":
+        n_in, n_out, bias = integer(rng, 4, 10), integer(rng, 3, 8), True
+        r = integer(rng, 1, min(n_in, n_out) - 1)
+    else:
+        n_in = n_out = r = integer(rng, 4, 10)
+        bias = False
+    alpha = integer(rng, 1, 32)
+    gen = drawn_generator(rng)
     weight, b = randn(gen, n_out, n_in), randn(gen, n_out) if bias else None
     A, B, x = randn(gen, r, n_in), randn(gen, n_out, r), randn(gen, 5, n_in)
     seen = submission.probe(probes.lora_merged, weight, b, r, alpha, A, B, x)
@@ -298,10 +339,10 @@ def _describe_difference(got, want, what):
 @pytest.mark.points(1)
 @pytest.mark.concept(ADAPTERS)
 @pytest.mark.parametrize("case", list(ADAPT_CASES))
-def test_add_lora_adapts_what_peft_adapts(submission, case):
+def test_add_lora_adapts_what_peft_adapts(submission, rng, case):
     """add_lora against get_peft_model: the same modules adapted, only their A and B trainable, the same counts"""
     config, targets, device = ADAPT_CASES[case]
-    r, alpha = 4, 8
+    r, alpha = integer(rng, 1, 8), integer(rng, 1, 32)
     want = oracles.peft_adapted(config, r, targets)
     seen = submission.probe(probes.adapted_model, config, r, alpha, targets, device)
     assert seen["raised"] is None, f"add_lora(..., target_modules={targets!r}) raised {seen['raised']}: {seen.get('message')}"
@@ -319,9 +360,10 @@ def test_add_lora_adapts_what_peft_adapts(submission, case):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(ADAPTERS)
-def test_add_lora_hands_dropout_to_every_adapter(submission):
+def test_add_lora_hands_dropout_to_every_adapter(submission, rng):
     """add_lora(..., dropout=0.5) on the tiny Llama: every adapter drops features in training mode, none in eval mode"""
-    dropping = submission.probe(probes.adapted_dropout, TINY_LLAMA, 4, 8, 0.5)
+    dropping = submission.probe(probes.adapted_dropout, TINY_LLAMA, integer(rng, 1, 8), integer(rng, 1, 32), 0.5,
+                                integer(rng, 0, 1 << 20))
     assert dropping, "add_lora adapted no layer of the tiny Llama"
     idle = sorted(name for name, drops in dropping.items() if not drops)
     assert not idle, (
@@ -334,12 +376,13 @@ def test_add_lora_hands_dropout_to_every_adapter(submission):
 @pytest.mark.parametrize("config,targets", [(small("llama-3-8b"), ["attn_proj"]), (PHI3, ["up_proj"]),
                                             (small("llama-3-8b"), ["embed_tokens", "norm"])],
                          ids=["no-such-name", "up-is-not-gate-up", "no-linear-among-the-named"])
-def test_add_lora_refuses_targets_that_select_nothing(submission, config, targets):
+def test_add_lora_refuses_targets_that_select_nothing(submission, rng, config, targets):
     """a list of names that selects no linear layer raises ValueError (as peft does where it finds no module at
     all; peft would adapt an embedding, this contract takes nn.Linear modules only)"""
+    r, alpha = integer(rng, 1, 8), integer(rng, 1, 32)
     if "embed_tokens" not in targets:
-        assert oracles.peft_adapted(config, 4, targets) is None
-    seen = submission.probe(probes.adapted_model, config, 4, 8, targets, "meta")
+        assert oracles.peft_adapted(config, r, targets) is None
+    seen = submission.probe(probes.adapted_model, config, r, alpha, targets, "meta")
     assert seen["raised"] == "ValueError", (
         f"add_lora(..., target_modules={targets!r}) selects no linear layer of this model; expected a ValueError, "
         + (f"got {seen['raised']}" if seen["raised"] else f"it adapted {seen['adapted'][:3]}"))
@@ -364,16 +407,16 @@ def test_llama3_8b_at_r16_trains_exercise_04s_count(submission):
 @pytest.mark.points(2)
 @pytest.mark.concept(ADAPTERS)
 @pytest.mark.parametrize("case", ["peft-tied-gemma", "peft-tied-llama-3.2", "frozen-tied-llama-3.2"])
-def test_trainable_parameters_counts_as_peft(submission, case):
+def test_trainable_parameters_counts_as_peft(submission, rng, case):
     """trainable_parameters against PeftModel.get_nb_trainable_parameters: every parameter once, tied weights once"""
     from peft import PeftModel
     if case.startswith("peft"):
-        config = small("gemma-2b") if "gemma" in case else small("llama-3.2-1b")
-        want = oracles.peft_adapted(config, 4)
+        config, r = small("gemma-2b") if "gemma" in case else small("llama-3.2-1b"), integer(rng, 1, 16)
+        want = oracles.peft_adapted(config, r)
         want = (want["trainable"], want["total"])
-        got = submission.probe(probes.count_peft_model, config, 4)
+        got = submission.probe(probes.count_peft_model, config, r)
     else:
-        config, frozen = small("llama-3.2-1b"), ("embed_tokens", "layers.0.")
+        config, frozen = small("llama-3.2-1b"), ("embed_tokens", f"layers.{integer(rng, 0, 1)}.")
         model = probes.build_model(config, "meta")
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(not any(part in name for part in frozen))
@@ -455,17 +498,22 @@ def test_labels_follow_the_generation_mask(submission, messages, keep):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(TEMPLATE)
-def test_a_long_conversation_is_not_cut_without_max_length(submission):
+def test_a_long_conversation_is_not_cut_without_max_length(submission, rng):
     """a conversation of more than 1,024 tokens (trl's default max_length) with max_length=None: nothing is cut"""
-    messages = [{"role": "user", "content": " ".join(WORDS[i % len(WORDS)] for i in range(700))},
-                {"role": "assistant", "content": " ".join(WORDS[-1 - i % len(WORDS)] for i in range(500))}]
+    messages = [{"role": "user", "content": " ".join(rng.choice(WORDS, 700))},
+                {"role": "assistant", "content": " ".join(rng.choice(WORDS, 500))}]
     assert len(oracles.template_labels(messages)[0]) > 1024
     (got,) = submission.probe(probes.tokenize, MODEL_DIR, [messages], None)
     _check_tokenized(got, messages, what="tokenize_conversation with max_length=None on 1,200 tokens")
 
 
-def _sft_conversations():
-    rows = [json.loads(l)["messages"] for l in (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:10]]
+TRAIN_ROWS = 300          # the first rows of the train split, from which a test draws its conversations
+
+
+def _sft_conversations(rng, count=10):
+    """`count` conversations drawn from the train split, and one with a system prompt."""
+    lines = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:TRAIN_ROWS]
+    rows = [json.loads(lines[i])["messages"] for i in sorted(rng.choice(len(lines), count, replace=False))]
     rows.append([{"role": "system", "content": "you are a helpful assistant. reply with the first noun of each "
                   "sentence, one word only, and never anything else."},
                  {"role": "user", "content": "the old cat sees anna."}, {"role": "assistant", "content": "cat"}])
@@ -475,10 +523,12 @@ def _sft_conversations():
 @pytest.mark.points(2)
 @pytest.mark.concept(TEMPLATE)
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("max_length", [None, 24], ids=["full", "max_length-24"])
-def test_labels_match_trls_own_tokenization(submission, max_length):
+@pytest.mark.parametrize("cut", [False, True], ids=["full", "max_length"])
+def test_labels_match_trls_own_tokenization(submission, seed, rng, cut):
     """the rows SFTTrainer(assistant_only_loss=True) trains on: the same input_ids and labels"""
-    messages = _sft_conversations()
+    # One draw of conversations per run for both cases (trl's preparation is built once per set).
+    messages = _sft_conversations(np.random.default_rng([seed, 3]))
+    max_length = integer(rng, 24, 40) if cut else None     # past most replies' first token: trl keeps them
     prepared = oracles.trl_prepared(messages, max_length)
     assert prepared, "the oracle kept no conversation"
     got = submission.probe(probes.tokenize, MODEL_DIR, messages, max_length)
@@ -509,10 +559,10 @@ VARIANT_TEMPLATES = {
 @pytest.mark.points(1)
 @pytest.mark.concept(TEMPLATE)
 @pytest.mark.parametrize("variant", list(VARIANT_TEMPLATES))
-def test_the_template_decides_the_targets(submission, variant):
+def test_the_template_decides_the_targets(submission, rng, variant):
     """another chat template marks other tokens: the labels follow the template's {% generation %} blocks"""
     template = VARIANT_TEMPLATES[variant]
-    messages = _sft_conversations()[:3]
+    messages = _sft_conversations(rng, 2)
     got = submission.probe(probes.tokenize, MODEL_DIR, messages, None, None, template)
     for row, conversation in zip(got, messages):
         _check_tokenized(row, conversation, chat_template=template,
@@ -521,9 +571,9 @@ def test_the_template_decides_the_targets(submission, variant):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(TEMPLATE)
-def test_a_pad_token_equal_to_end_of_turn_masks_nothing(submission):
+def test_a_pad_token_equal_to_end_of_turn_masks_nothing(submission, rng):
     """tokenizer.pad_token = '<|end|>' (as Llama 3 setups often do): the <|end|> targets stay"""
-    messages = _sft_conversations()[:4]
+    messages = _sft_conversations(rng, 3)
     got = submission.probe(probes.tokenize, MODEL_DIR, messages, None, oracles.END_OF_TURN)
     for row, conversation in zip(got, messages):
         _check_tokenized(row, conversation, what="tokenize_conversation with pad_token = '<|end|>'")
@@ -627,9 +677,10 @@ def test_pack_agrees_with_trl(submission, case):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(PACKING)
-@pytest.mark.parametrize("seq_len", [1, 6])
-def test_pack_long_empty_and_unlabelled_examples(submission, seq_len):
+@pytest.mark.parametrize("rows", ["one-token", "drawn"])
+def test_pack_long_empty_and_unlabelled_examples(submission, rng, rows):
     """an example of exactly two rows, one longer, an empty one, one without labels"""
+    seq_len = 1 if rows == "one-token" else integer(rng, 3, 12)
     examples = [{"input_ids": list(range(10, 10 + 2 * seq_len))}, {"input_ids": []},
                 {"input_ids": list(range(110, 110 + 2 * seq_len + 1)), "labels": [-100] + list(range(111, 110 + 2 * seq_len + 1))},
                 {"input_ids": [210, 211], "labels": [210, -100]}, {"input_ids": [310]}]

@@ -10,6 +10,12 @@ step, ...). The oracles are the profiler's own data: key_averages() rows, the tr
 input's construction. Traces reach the learner's readers reduced to their complete events (ph,
 cat, name, pid, tid, ts, dur), which is all a reader needs and keeps the wire light.
 
+Every other input comes from the run's seed too: the constructed traces and profiles, the sizes
+of the tiny profiled steps, the counts of steps, warmup calls and timed calls, and the durations
+the timing witnesses sleep or queue (the `rng` fixture, and hypothesis's examples, which
+`examples_from_the_seed` draws from the seed). A grading's feedback states those durations;
+another submission meets other ones.
+
 Tests run cheapest first: profile_steps on tiny steps, the readers on constructed inputs and
 shipped profiles, time_ms, and last the six scenarios (profiled once per process). `grader
 audit` stops a mutant's grading at the first failure of its concept, so the cheap checks settle
@@ -112,6 +118,21 @@ def scenario_profiles(seed):
 @pytest.fixture
 def fixtures():
     return shipped_profiles()
+
+
+@pytest.fixture(autouse=True)
+def examples_from_the_seed(request, seed):
+    """hypothesis's examples drawn from the grading's seed and the test's id, not the same ones at
+    every grading (GRADING's derandomize): hypothesis reads the seed a test carries each time the
+    test is called, as its @seed decorator leaves it."""
+    test = request.function
+    if getattr(test, "is_hypothesis_test", False):
+        test._hypothesis_internal_use_seed = f"{seed}:{request.node.nodeid}"
+
+
+def integer(rng, low, high):
+    """An int in [low, high], both included."""
+    return int(rng.integers(low, high + 1))
 
 
 @pytest.fixture
@@ -253,6 +274,11 @@ def check_no_device_keys(got, what):
                                            "step_breakdown adds the device keys only when the trace holds kernels")
 
 
+def reordered(table, rng):
+    """The same table with its rows in another order: readers must not care."""
+    return [table[i] for i in rng.permutation(len(table))]
+
+
 def shuffled(trace, rng):
     """The same trace with its events in another order, its clock moved and its steps renumbered
     as after a longer warmup, across #9 -> #10: readers must not care, and must read N from the name."""
@@ -289,9 +315,9 @@ def check_diagnosis(got, label, what):
 @pytest.mark.concept(CONCEPT_RECORDING)
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("steps,warmup", [(3, 2), (2, 1)], ids=["3-after-2", "2-after-1"])
-def test_profile_steps_records_only_the_active_steps(submission, steps, warmup):
+def test_profile_steps_records_only_the_active_steps(submission, rng, steps, warmup):
     """profile_steps runs warmup + steps calls and records only the last `steps` of them"""
-    got = submission.probe(probes.profile_counting_calls, steps, warmup, 48 + steps)
+    got = submission.probe(probes.profile_counting_calls, steps, warmup, integer(rng, 24, 64))
     assert got["calls"] == warmup + steps, \
         f"profile_steps(steps={steps}, warmup={warmup}) called step_fn {got['calls']} times, expected {warmup + steps}"
     assert isinstance(got["table"], list) and all(isinstance(r, dict) and "name" in r for r in got["table"]), \
@@ -311,10 +337,10 @@ def test_profile_steps_records_only_the_active_steps(submission, steps, warmup):
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_RECORDING)
 @pytest.mark.timeout(180)
-def test_profile_steps_records_the_last_calls_each_in_its_step(submission):
+def test_profile_steps_records_the_last_calls_each_in_its_step(submission, rng):
     """the recorded calls are the last `steps`, call k inside ProfilerStep#k: prof.step() after each call"""
-    steps, warmup = 3, 2
-    got = submission.probe(probes.profile_counting_calls, steps, warmup, 44)
+    steps, warmup = integer(rng, 2, 4), integer(rng, 1, 3)
+    got = submission.probe(probes.profile_counting_calls, steps, warmup, integer(rng, 24, 64))
     numbers_ = sorted(int(name.split("#")[1]) for name in got["steps"])
     expected = list(range(warmup, warmup + steps))
     assert numbers_ == expected, \
@@ -331,9 +357,9 @@ def test_profile_steps_records_the_last_calls_each_in_its_step(submission):
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_RECORDING)
 @pytest.mark.timeout(180)
-def test_profile_steps_table_rows(submission):
+def test_profile_steps_table_rows(submission, rng):
     """each table row carries the profiler's columns in microseconds; no device time on a CPU run"""
-    got = submission.probe(probes.profile_counting_calls, 3, 1, 40)
+    got = submission.probe(probes.profile_counting_calls, integer(rng, 2, 4), 1, integer(rng, 24, 64))
     keys = {"name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", "device_type"}
     for row in got["table"]:
         assert keys <= set(row), f"row {row.get('name')!r} lacks {sorted(keys - set(row))}"
@@ -361,11 +387,13 @@ def test_profile_steps_table_rows(submission):
 @pytest.mark.points(1)
 @pytest.mark.concept(CONCEPT_RECORDING)
 @pytest.mark.timeout(180)
-def test_profile_steps_records_shapes(submission):
+def test_profile_steps_records_shapes(submission, rng):
     """the trace's ops carry their input shapes (record_shapes=True)"""
-    got = submission.probe(probes.profile_counting_calls, 2, 1, 30)
-    assert got["mm_inputs"] and all(dims == [[30, 31], [31, 32]] for dims in got["mm_inputs"]), \
-        f"aten::mm of a (30, 31) by (31, 32) product must carry 'Input Dims' [[30, 31], [31, 32]]; got {got['mm_inputs'][:1]}"
+    n = integer(rng, 16, 64)
+    got = submission.probe(probes.profile_counting_calls, 2, 1, n)
+    dims = [[n, n + 1], [n + 1, n + 2]]
+    assert got["mm_inputs"] and all(found == dims for found in got["mm_inputs"]), \
+        f"aten::mm of a ({n}, {n + 1}) by ({n + 1}, {n + 2}) product must carry 'Input Dims' {dims}; got {got['mm_inputs'][:1]}"
 
 
 @pytest.mark.points(1)
@@ -386,9 +414,9 @@ def test_profile_steps_on_cuda_asks_for_device_activity(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(CONCEPT_SELF)
-def test_top_ops_by_self_time_puts_leaf_ops_first(submission, fixtures):
+def test_top_ops_by_self_time_puts_leaf_ops_first(submission, fixtures, rng):
     """by self time the GEMMs lead, not ProfilerStep* and forward whose totals contain them"""
-    table, _ = fixtures["cpu_train_step"]
+    table = reordered(fixtures["cpu_train_step"][0], rng)
     got = [row["name"] for row in submission.top_ops(table, k=3, by="self_cpu_us")]
     assert "ProfilerStep*" not in got and got == expected_top(table, 3, "self_cpu_us"), \
         (f"top_ops(by='self_cpu_us') gave {got}: a step's or a region's total contains its ops; its self time "
@@ -397,9 +425,9 @@ def test_top_ops_by_self_time_puts_leaf_ops_first(submission, fixtures):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(CONCEPT_SELF)
-def test_breakdown_label_named_other_shares_its_key(submission, fixtures):
+def test_breakdown_label_named_other_shares_its_key(submission, fixtures, rng):
     """a label named "other" shares its key with the rows that no label matches: both add up there"""
-    table, _ = fixtures["cpu_train_step"]
+    table = reordered(fixtures["cpu_train_step"][0], rng)
     categories = {"gemm": GEMM.pattern, "other": [r"^aten::(add|mul|div)_?$"], "attention": "attention"}
     check_breakdown(submission.breakdown(table, categories), expected_breakdown(table, categories, "self_cpu_us"),
                     'breakdown with a label named "other"')
@@ -492,11 +520,11 @@ def test_diagnose_constructed_gpu_profiles(submission, rng, label):
 
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_DEVICE)
-def test_breakdown_of_device_time_counts_each_kernel_once(submission, fixtures):
+def test_breakdown_of_device_time_counts_each_kernel_once(submission, fixtures, rng):
     """by self device time, the labels add up to the kernels' and copies' time in the trace"""
     categories = {"gemm": [r"^aten::(mm|addmm)$"], "attention": "attention", "optimizer": "_foreach_"}
     for name in ("cuda_gemm", "cuda_attention", "cuda_optimizer"):
-        table, trace = fixtures[name]
+        table, trace = reordered(fixtures[name][0], rng), fixtures[name][1]
         got = submission.breakdown(table, categories, by="self_device_us")
         check_breakdown(got, expected_breakdown(table, categories, "self_device_us"),
                         f"breakdown(by='self_device_us') of the {name} table")
@@ -511,19 +539,19 @@ def test_breakdown_of_device_time_counts_each_kernel_once(submission, fixtures):
 
 @pytest.mark.points(1)
 @pytest.mark.concept(CONCEPT_DEVICE)
-def test_phases_come_from_the_hosts_annotations(submission, fixtures):
+def test_phases_come_from_the_hosts_annotations(submission, fixtures, rng):
     """a GPU trace repeats each annotation on the device (gpu_user_annotation): phases use the host's"""
-    _, trace = fixtures["cuda_host_sync"]
+    trace = shuffled(fixtures["cuda_host_sync"][1], rng)
     check_steps(submission.step_breakdown(trace), expected_steps(trace), "step_breakdown of the cuda_host_sync fixture")
 
 
 @pytest.mark.points(3)
 @pytest.mark.concept(CONCEPT_DEVICE)
 @pytest.mark.timeout(120)
-def test_device_busy_is_the_union_of_kernels(submission, fixtures):
+def test_device_busy_is_the_union_of_kernels(submission, fixtures, rng):
     """device busy time is the union of kernel intervals (streams overlap) and idle is the rest"""
     for name in CUDA_FIXTURES:
-        _, trace = fixtures[name]
+        trace = shuffled(fixtures[name][1], rng)
         check_steps(submission.step_breakdown(trace), expected_steps(trace), f"step_breakdown of the {name} fixture")
 
 
@@ -574,25 +602,28 @@ def timed_calls(sleeper, iters: int, warmup: int) -> list[float]:
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_TIMING)
 @pytest.mark.timeout(60)
-def test_time_ms_is_the_median(submission):
+def test_time_ms_is_the_median(submission, rng):
     """time_ms returns the median of the timed calls: one slow call does not move it"""
-    sleeper = witnesses.Sleeper(10.0, 0, 10.0, outlier_call=3, outlier_ms=250.0)
-    got = submission.probe(probes.time_calls, 5, 2, witness=sleeper)
+    iters, warmup = int(rng.choice([5, 7])), integer(rng, 1, 3)
+    then_ms, outlier_ms = float(integer(rng, 6, 14)), float(integer(rng, 150, 300))
+    sleeper = witnesses.Sleeper(then_ms, 0, then_ms, outlier_call=warmup + integer(rng, 1, iters), outlier_ms=outlier_ms)
+    got = submission.probe(probes.time_calls, iters, warmup, witness=sleeper)
     assert isinstance(got, numbers.Real), f"time_ms must return a number of milliseconds, got {got!r}"
-    median = statistics.median(timed_calls(sleeper, 5, 2))
+    median = statistics.median(timed_calls(sleeper, iters, warmup))
     # Correct: 0.01 to 0.6 ms above the calls' own median (0.1 in-process), however loaded the
-    # machine; nearest mutants: the mean, 48 ms above; seconds, 10 ms below.
+    # machine; nearest mutants: the mean, at least 20 ms above (7 calls of 6 ms and one of
+    # 150 ms); seconds, at least 6 ms below.
     assert median - 0.05 <= got <= median + 3.0, \
-        (f"four calls sleep 10 ms and one 250 ms: the median is {median:.4g} ms, got {got:.4g}; "
-         "the mean follows the outlier, and seconds are not milliseconds")
+        (f"{iters - 1} calls sleep {then_ms:g} ms and one {outlier_ms:g} ms: the median is {median:.4g} ms, got "
+         f"{got:.4g}; the mean follows the outlier, and seconds are not milliseconds")
 
 
 @pytest.mark.points(1)
 @pytest.mark.concept(CONCEPT_TIMING)
 @pytest.mark.timeout(60)
-def test_time_ms_runs_warmup_then_iters(submission):
+def test_time_ms_runs_warmup_then_iters(submission, rng):
     """time_ms calls fn warmup + iters times"""
-    for iters, warmup in ((4, 3), (7, 1)):
+    for iters, warmup in ((integer(rng, 2, 8), integer(rng, 1, 4)) for _ in range(2)):
         sleeper = witnesses.Sleeper(1.0, 0, 1.0)
         submission.probe(probes.time_calls, iters, warmup, witness=sleeper)
         check_calls(sleeper, iters, warmup)
@@ -601,38 +632,44 @@ def test_time_ms_runs_warmup_then_iters(submission):
 @pytest.mark.points(1)
 @pytest.mark.concept(CONCEPT_TIMING)
 @pytest.mark.timeout(60)
-def test_time_ms_leaves_the_warmup_calls_untimed(submission):
-    """slow warmup calls are not timed: three 40 ms warmup calls, then three 2 ms calls time 2 ms"""
-    sleeper = witnesses.Sleeper(40.0, 3, 2.0)
-    got = submission.probe(probes.time_calls, 3, 3, witness=sleeper)
-    median = statistics.median(timed_calls(sleeper, 3, 3))
+def test_time_ms_leaves_the_warmup_calls_untimed(submission, rng):
+    """slow warmup calls are not timed: a few slow warmup calls, then as many or fewer fast ones time the fast ones"""
+    # No more timed calls than warmup calls: timed together, the slow ones would decide the median.
+    warmup = integer(rng, 2, 4)
+    iters, slow_ms, fast_ms = integer(rng, 2, warmup), float(integer(rng, 30, 50)), float(integer(rng, 15, 40)) / 10
+    sleeper = witnesses.Sleeper(slow_ms, warmup, fast_ms)
+    got = submission.probe(probes.time_calls, iters, warmup, witness=sleeper)
+    median = statistics.median(timed_calls(sleeper, iters, warmup))
     # Correct: 0.01 to 0.3 ms above the timed calls' own median; nearest mutant (the warmup calls
-    # timed too): the median of six timings, halfway to the slow ones, 19 ms above; seconds: 2 ms below.
+    # timed too): the median of all the timings, at least halfway to the slow ones, 14 ms above
+    # and more; seconds: 1.5 ms below and more.
     assert isinstance(got, numbers.Real) and median - 0.05 <= got <= median + 3.0, \
-        (f"after three slow warmup calls (40 ms) come three timed calls of {median:.3g} ms: time_ms must report "
-         f"that, got {got!r}; the warmup calls are run, never timed")
+        (f"after {warmup} slow warmup calls ({slow_ms:g} ms) come {iters} timed calls of {median:.3g} ms: time_ms "
+         f"must report that, got {got!r}; the warmup calls are run, never timed")
 
 
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_TIMING)
 @pytest.mark.timeout(60)
-def test_time_ms_waits_for_queued_device_work(submission):
+def test_time_ms_waits_for_queued_device_work(submission, rng):
     """on an asynchronous device (CUDA, here simulated) the timing covers the queued work, not just the call"""
-    device = witnesses.SimulatedDevice(work_ms=30.0)
+    work_ms, iters, warmup = float(integer(rng, 20, 40)), integer(rng, 3, 6), integer(rng, 1, 3)
+    device = witnesses.SimulatedDevice(work_ms=work_ms)
     begin = time.perf_counter()
-    got = submission.probe(probes.time_simulated_cuda, 5, 2, witness=device)
+    got = submission.probe(probes.time_simulated_cuda, iters, warmup, witness=device)
     waited_ms = (time.perf_counter() - begin) * 1000.0
-    # Correct: 30.01 to 30.6 ms (the simulated device never finishes early); nearest mutants (no
-    # synchronize, or none after the call): under 1 ms, the queueing alone.
-    assert isinstance(got, numbers.Real) and 28.0 <= got <= 80.0, \
-        (f"each call returns at once and queues 30 ms of device work: time_ms(device='cuda') must report about "
-         f"30 ms, got {got!r}; time with CUDA events or synchronize before reading the clock")
-    check_calls(device, 5, 2)
+    # Correct: 0.01 to 0.6 ms above the work (the simulated device never finishes early); nearest
+    # mutants (no synchronize, or none after the call): under 1 ms, the queueing alone. The band
+    # reaches 50 ms above the work for a loaded machine.
+    assert isinstance(got, numbers.Real) and work_ms - 2.0 <= got <= work_ms + 50.0, \
+        (f"each call returns at once and queues {work_ms:g} ms of device work: time_ms(device='cuda') must report "
+         f"about {work_ms:g} ms, got {got!r}; time with CUDA events or synchronize before reading the clock")
+    check_calls(device, iters, warmup)
     # A timing that covers each call's device work cannot end before the timed work is done: at
-    # least 5 x 30 ms on this process's clock (correct: 210 to 230 ms, the warmup's work too).
-    assert waited_ms >= 5 * 30.0, \
-        (f"time_ms returned {waited_ms:.0f} ms after it was called, before the 5 x 30 ms of device work it "
-         "timed could be done: it never waited for the device")
+    # least iters x the work on this process's clock (correct: the warmup's work on top).
+    assert waited_ms >= iters * work_ms, \
+        (f"time_ms returned {waited_ms:.0f} ms after it was called, before the {iters} x {work_ms:g} ms of device "
+         "work it timed could be done: it never waited for the device")
 
 
 # ---------------------------------------------------------------- the six scenarios, profiled on this machine
