@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(GitHub Actions)")
     check.add_argument("--fail-under", type=float, metavar="PERCENT",
                        help="exit 1 only if the score is below this (default: if any test failed)")
+    check.add_argument("--long", action="store_true",
+                       help="also run the long visible checks (a convergence run: minutes on a CPU)")
     _report_outputs(check)
     check.set_defaults(command=_check)
 
@@ -133,7 +135,8 @@ def _report_outputs(command, one_submission: bool = False) -> None:
 
 
 def _check(args, tasks, console) -> int:
-    report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False), stream=True)
+    extra = ["--long"] if args.long else []
+    report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, extra_args=extra), stream=True)
     print_report(report, console, first_hint_only=True)
     _write_outputs(report, args)
     if args.format == "github":
