@@ -53,10 +53,9 @@ MICRO = dict(vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_
 RUN = {"seed": 13, "batch_size": 4, "grad_accum_steps": 1, "max_steps": 4, "warmup_steps": 1, "max_lr": 1e-2,
        "min_lr": 1e-3, "weight_decay": 0.05, "clip_norm": 1e9, "log_every": 1, "eval_every": 100}
 # The README's configuration table, spelled out (betas as run.json records it).
-README_DEFAULTS = {"init": "scratch", "seed": 0, "batch_size": 8, "grad_accum_steps": 1, "max_steps": 100,
-                   "max_lr": 1e-3, "min_lr": 0.0, "warmup_steps": 10, "weight_decay": 0.1, "betas": [0.9, 0.95],
-                   "clip_norm": 1.0, "amp": None, "device": "cpu", "log_every": 1, "eval_every": 50,
-                   "resume": False}
+README_DEFAULTS = dict(init="scratch", seed=0, batch_size=8, grad_accum_steps=1, max_steps=100, max_lr=1e-3,
+                       min_lr=0.0, warmup_steps=10, weight_decay=0.1, betas=[0.9, 0.95], clip_norm=1.0, amp=None,
+                       device="cpu", log_every=1, eval_every=50, resume=False)
 
 
 # ---------------------------------------------------------------- test data
@@ -135,7 +134,7 @@ def token_mean_loss(model, batches):
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in batches:
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
             targets = batch["labels"][:, 1:]
             total += F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten(), reduction="sum").item()
             count += int((targets != -100).sum())

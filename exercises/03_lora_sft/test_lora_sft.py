@@ -40,6 +40,7 @@ END_OF_TURN, EOS = 7, 2          # the tiny Llama's <|end|> and </s>
 
 @pytest.mark.points(1)
 @pytest.mark.concept("LoRA by hand")
+@pytest.mark.timeout(20)
 def test_a_fresh_layer_returns_the_base_output(submission):
     """shapes of A and B, scaling = alpha / r, only A and B trainable, and B = 0 makes a fresh layer equal its base"""
     generator = torch.Generator().manual_seed(0)
@@ -55,6 +56,7 @@ def test_a_fresh_layer_returns_the_base_output(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("LoRA by hand")
+@pytest.mark.timeout(20)
 def test_forward_adds_the_scaled_low_rank_update(submission):
     """with A and B set, the output is base(x) + x A^T B^T * alpha / r"""
     generator = torch.Generator().manual_seed(1)
@@ -67,6 +69,7 @@ def test_forward_adds_the_scaled_low_rank_update(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Merging")
+@pytest.mark.timeout(20)
 def test_the_merged_layer_computes_the_same(submission):
     """merged() folds the adapter into one weight: same outputs as the LoRA layer"""
     generator = torch.Generator().manual_seed(2)
@@ -80,6 +83,7 @@ def test_the_merged_layer_computes_the_same(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Adapters on a model")
+@pytest.mark.timeout(30)
 def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
     """all-linear on a micro Llama: the seven projections of each block, not lm_head; only adapters trainable"""
     seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 4, 8, "all-linear")
@@ -93,6 +97,7 @@ def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Adapters on a model")
+@pytest.mark.timeout(30)
 def test_trainable_parameters_counts_the_adapters(submission):
     """(trainable, total): r (in + out) per adapted layer; the total includes the adapters"""
     seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 4, 8, ["q_proj", "v_proj"])
@@ -104,6 +109,7 @@ def test_trainable_parameters_counts_the_adapters(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("The chat template and the loss mask")
+@pytest.mark.timeout(20)
 def test_labels_cover_the_reply_and_its_end_of_turn(submission):
     """one exchange: labels are the reply and its closing <|end|>, -100 everywhere else"""
     from transformers import AutoTokenizer
@@ -125,6 +131,7 @@ def segments(row):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Packing")
+@pytest.mark.timeout(10)
 def test_pack_fills_rows_without_padding(submission):
     """four examples into rows of 4: examples whole, positions restart, first labels -100, long ones split"""
     examples = [{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}, {"input_ids": [6]}, {"input_ids": [7, 8, 9, 10, 11]}]
@@ -144,6 +151,7 @@ def test_pack_fills_rows_without_padding(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Read the source")
+@pytest.mark.timeout(60)
 def test_where_in_source_names_installed_functions(submission):
     """every concept of the table resolves to a function of the installed trl, peft or transformers"""
     for concept in ["assistant_mask", "assistant_only_loss", "packing", "packed_boundaries", "all_linear",
@@ -166,15 +174,16 @@ def test_where_in_source_names_installed_functions(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Talking to the model")
+@pytest.mark.timeout(30)
 def test_generate_reply_decodes_the_new_tokens(submission):
     """greedy reply of the base model after the generation prompt: the new tokens only, as text"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     messages = [{"role": "user", "content": "the old cat sees anna."}]
     got = submission.probe(probes.reply, TOKENIZER, messages, 5)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(TOKENIZER), AutoTokenizer.from_pretrained(TOKENIZER)
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
-    out = model.generate(**prompt, max_new_tokens=5, do_sample=False, eos_token_id=[7, 2], pad_token_id=0)
-    expected = tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+    asked = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
+    out = model.generate(**asked, max_new_tokens=5, do_sample=False, eos_token_id=[7, 2], pad_token_id=0)
+    expected = tokenizer.decode(out[0, asked["input_ids"].shape[1]:], skip_special_tokens=True)
     assert got == expected, f"generate_reply returned {got!r}; greedy decoding of the new tokens gives {expected!r}"
 
 
@@ -315,9 +324,9 @@ def test_labels_of_a_multi_turn_conversation(submission):
     messages = [{"role": "system", "content": "answer with one word: the first noun."},
                 {"role": "user", "content": "a quiet owl finds the lamp."}, {"role": "assistant", "content": "owl"},
                 {"role": "user", "content": "the lamp sleeps."}, {"role": "assistant", "content": "lamp"}]
-    encoded = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
-    ids = list(encoded["input_ids"])
-    expected = [t if keep else -100 for t, keep in zip(ids, encoded["assistant_masks"])]
+    template = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids = list(template["input_ids"])
+    expected = [t if keep else -100 for t, keep in zip(ids, template["assistant_masks"])]
     got = submission.probe(probes.chat_tokens, TOKENIZER, messages, None, "<|end|>")
     assert got["input_ids"] == ids, "input_ids must be the chat template's tokens"
     assert got["labels"] == expected, (

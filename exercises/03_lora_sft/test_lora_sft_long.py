@@ -28,7 +28,7 @@ torch.set_num_threads(1)        # as graded: one thread per grading process
 HOME_BAR = 0.5
 HOME_RUN = {"r": 16, "alpha": 32, "dropout": 0.05, "max_steps": 40, "learning_rate": 3e-3, "batch_size": 8, "seed": 0}
 TRAIN_CONVERSATIONS, EVAL_CONVERSATIONS = 320, 50
-END_OF_TURN, EOS = 7, 2          # the tiny Llama's <|end|> and </s>
+PAD, END_OF_TURN, EOS = 0, 7, 2     # the tiny Llama's <pad>, <|end|> and </s>
 
 
 @pytest.mark.long
@@ -53,11 +53,11 @@ def test_forty_steps_teach_the_skill(submission, tmp_path):
         answers = []
         with torch.no_grad():
             for example in examples:
-                prompt = tokenizer.apply_chat_template(checker.prompt_messages(example), add_generation_prompt=True,
-                                                       return_dict=True, return_tensors="pt")
-                out = model.generate(**prompt, max_new_tokens=8, do_sample=False, eos_token_id=[END_OF_TURN, EOS],
-                                     pad_token_id=tokenizer.pad_token_id)
-                answers.append(tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True))
+                asked = tokenizer.apply_chat_template(checker.prompt_messages(example), add_generation_prompt=True,
+                                                      return_dict=True, return_tensors="pt")
+                out = model.generate(**asked, max_new_tokens=8, do_sample=False, eos_token_id=[END_OF_TURN, EOS],
+                                     pad_token_id=PAD)
+                answers.append(tokenizer.decode(out[0, asked["input_ids"].shape[1]:], skip_special_tokens=True))
     score = checker.exact_match_accuracy(examples, answers)
     wrong = [(checker.gold_answer(e), a) for e, a in zip(examples, answers) if not checker.is_correct(e, a)]
     assert score >= HOME_BAR, (

@@ -32,6 +32,7 @@ def load(name):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Self and total time")
+@pytest.mark.timeout(10)
 def test_top_ops_ranks_by_self_time(submission):
     """the three heaviest rows by self CPU time of the shipped CPU training step"""
     table, _ = load("cpu_train_step")
@@ -42,6 +43,7 @@ def test_top_ops_ranks_by_self_time(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Self and total time")
+@pytest.mark.timeout(10)
 def test_breakdown_adds_up_to_the_total_self_time(submission):
     """the labels plus "other" add up to the table's self CPU time, in milliseconds"""
     table, _ = load("cpu_train_step")
@@ -55,6 +57,7 @@ def test_breakdown_adds_up_to_the_total_self_time(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Steps and phases")
+@pytest.mark.timeout(10)
 def test_step_breakdown_of_the_cpu_profile(submission):
     """three steps, numbered as in ProfilerStep#N, each with its wall time and phases"""
     _, trace = load("cpu_train_step")
@@ -70,6 +73,7 @@ def test_step_breakdown_of_the_cpu_profile(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Device time and idle time")
+@pytest.mark.timeout(10)
 def test_device_idle_of_a_cuda_profile(submission):
     """a GPU fed by a slow DataLoader is idle most of each step"""
     _, trace = load("cuda_data_loading")
@@ -81,6 +85,7 @@ def test_device_idle_of_a_cuda_profile(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Diagnosis")
+@pytest.mark.timeout(10)
 def test_diagnose_the_shipped_profiles(submission):
     """the CPU training step is GEMM-bound; the CUDA one waits for its DataLoader"""
     for name, expected in (("cpu_train_step", "gemm"), ("cuda_data_loading", "data_loading")):
@@ -102,6 +107,7 @@ def test_profile_steps_leaves_out_the_warmup(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Asynchronous timing")
+@pytest.mark.timeout(20)
 def test_time_ms_of_a_sleep(submission):
     """time_ms of a 10 ms sleep is about 10 ms"""
     got = submission.probe(probes.time_a_sleep)
