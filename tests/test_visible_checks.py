@@ -303,3 +303,17 @@ def test_a_planted_02_bug_fails_a_visible_check_of_its_concept(planted_02_gradin
     assert variants[name].concept in lost, \
         f"{name} ({variants[name].note}) loses visible points in {lost}, not in {variants[name].concept!r}"
     assert all(t.suite == "visible" for t in result.tests)
+
+
+RULE_MARKER = re.compile(r"<!--\s*rule:\s*[a-z0-9_.\-]+\s*-->")
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_rule_markers_end_their_line(task):
+    """Read raw, a README keeps its sentences whole: every rule marker ends its line (in a table, its cell)."""
+    for path in sorted(task.exercise_dir.glob("README*.md")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for marker in RULE_MARKER.finditer(line):
+                after = line[marker.end():].strip()
+                assert after in ("", "|") and line[:marker.start()].strip(), \
+                    f"{path.name}:{number}: {marker.group(0)} sits inside the line: {line.strip()[:80]}"
