@@ -19,8 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig, get_cosine_schedule_with_warmup
-from transformers import get_cosine_with_min_lr_schedule_with_warmup
+from transformers import AutoModelForCausalLM, LlamaConfig
 from torch.utils.data import DataLoader
 
 from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
@@ -177,6 +176,7 @@ def test_lr_at_landmarks(submission):
 def test_lr_at_is_transformers_schedule(submission):
     """with min_lr=0, max_lr times get_cosine_schedule_with_warmup's multiplier at every step; a warmup as long as the
     run ends on the floor"""
+    from transformers import get_cosine_schedule_with_warmup      # imported here: it pulls in trainer code (~2 s)
     lambdas = get_cosine_schedule_with_warmup(torch.optim.SGD([torch.ones(1, requires_grad=True)]), 4, 22).lr_lambdas
     for step in range(23):
         got = submission.lr_at(step, max_lr=2e-3, warmup_steps=4, total_steps=22)
@@ -194,6 +194,7 @@ def test_lr_at_is_transformers_schedule(submission):
 def test_train_steps_the_schedule_once_per_optimizer_step(submission, tmp_path):
     """three micro-batches per step: optimizer step s runs (and logs) the rate transformers' schedule gives after s - 1
     steps, starting at 0"""
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
     cfg = run_config(tmp_path, grad_accum_steps=3, max_steps=4, warmup_steps=2, batch_size=2)
     optimizer = torch.optim.SGD([torch.ones(1, requires_grad=True)], lr=cfg["max_lr"])
     schedule = get_cosine_with_min_lr_schedule_with_warmup(optimizer, 2, 4, min_lr=cfg["min_lr"])
