@@ -26,6 +26,11 @@ from grader.core.checks import assert_close, assert_equal, check_array, learner_
 from grader.core.submission import StudentError
 from grader.tasks import EXERCISES
 
+# Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
+# waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
+# times that on a loaded one).
+QUICK = 30
+
 probes = sibling_module(EXERCISES / "02_train_loop" / "test_train_loop.py", "probes")   # by path: a notebook has no __file__
 # One thread, as graded: a micro model's matmuls are too small to share, and on a busy machine a
 # second thread waiting for a core makes a run ten times slower.
@@ -145,7 +150,7 @@ def token_mean_loss(model, batches):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Batching and padding")
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(QUICK)
 def test_collate_pads_on_the_right(submission):
     """lengths 3, 1 and 2 (one with its own labels, one with extra keys): pad_id and -100 on the right, a 1/0 mask,
     long tensors"""
@@ -163,7 +168,7 @@ def test_collate_pads_on_the_right(submission):
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("Warmup and cosine")
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(QUICK)
 def test_lr_at_landmarks(submission):
     """0 at step 0, max_lr at the end of warmup, half way down in the middle of the cosine, min_lr at the end"""
     lr = lambda step: submission.lr_at(step, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1)
@@ -173,7 +178,7 @@ def test_lr_at_landmarks(submission):
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("Warmup and cosine")
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(QUICK)
 def test_lr_at_is_transformers_schedule(submission):
     """with min_lr=0, max_lr times get_cosine_schedule_with_warmup's multiplier at every step; a warmup as long as the
     run ends on the floor"""
@@ -217,7 +222,7 @@ def test_train_steps_the_schedule_once_per_optimizer_step(submission, tmp_path):
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("The loss: shift, ignore_index, float32")
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(QUICK)
 def test_causal_lm_loss_shifts_and_ignores(submission):
     """position t predicts token t+1, and -100 labels count for nothing"""
     logits = torch.randn(2, 5, 11, generator=torch.Generator().manual_seed(0))
@@ -229,7 +234,7 @@ def test_causal_lm_loss_shifts_and_ignores(submission):
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("The loss: shift, ignore_index, float32")
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(QUICK)
 def test_causal_lm_loss_sums_in_float32(submission):
     """reduction='sum' adds the counted tokens; bf16 and float64 logits give a float32 loss computed from upcast logits;
     with nothing counted the mean is NaN and the sum 0"""
@@ -252,7 +257,7 @@ def test_causal_lm_loss_sums_in_float32(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Weight decay groups")
-@pytest.mark.timeout(20)
+@pytest.mark.timeout(QUICK)
 def test_param_groups_with_tied_and_frozen_parameters(submission):
     """a micro Llama with tied embeddings and a frozen attention block: every trainable parameter once, matrices and
     embeddings decayed, norm weights not, frozen ones left out"""
@@ -365,7 +370,7 @@ def test_bf16_autocast_on_every_training_forward_with_float32_weights(submission
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Evaluation mode")
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_evaluate_in_eval_mode_without_a_graph(submission):
     """with dropout in the model: every forward under no_grad in eval mode, the mode it found restored, a Python float
     that is the mean over all counted tokens of batches of unequal token counts"""
@@ -431,12 +436,14 @@ def test_an_interrupted_run_resumes_as_if_nothing_happened(submission, tmp_path)
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("Resuming")
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_resume_without_a_checkpoint_raises(submission, tmp_path):
     """resume=True and no checkpoint.pt in out_dir: FileNotFoundError, never a fresh start"""
     cfg = run_config(tmp_path, max_steps=1, resume=True)
     with pytest.raises(StudentError) as raised:
         submission.train(cfg)
+    if raised.value.not_implemented:
+        raise raised.value                  # a stub: say so, as every other test does
     assert raised.value.info["type"] == "FileNotFoundError", \
         f"train(resume=True) without a checkpoint raised {raised.value.info['type']}, expected FileNotFoundError"
 
@@ -482,7 +489,7 @@ def test_log_cadence_and_run_record(submission, tmp_path):
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("Curves")
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_plot_curves_writes_a_png(submission, tmp_path):
     """plot_curves turns a log.jsonl into a PNG file"""
     log = [{"step": s, "loss": 4.0 / s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 10} for s in range(1, 6)]
@@ -493,7 +500,7 @@ def test_plot_curves_writes_a_png(submission, tmp_path):
 
 @pytest.mark.points(0.5)
 @pytest.mark.concept("Curves")
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_plot_curves_draws_loss_above_lr_on_log_steps(submission, tmp_path):
     """two subplots, both with a logarithmic step axis: the loss above, the learning rate below"""
     log = [{"step": s, "loss": 3.0 - math.log(s) / 4, "lr": 5e-4 * min(1.0, s / 6), "grad_norm": 0.5, "tokens": 64}
