@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(GitHub Actions)")
     check.add_argument("--fail-under", type=float, metavar="PERCENT",
                        help="exit 1 only if the score is below this (default: if any test failed)")
+    check.add_argument("--long", action="store_true",
+                       help="also run the long visible checks (a convergence run: minutes on a CPU)")
     _report_outputs(check)
     check.set_defaults(command=_check)
 
@@ -142,11 +144,12 @@ def _report_outputs(command, one_submission: bool = False) -> None:
 
 def _check(args, tasks, console) -> int:
     github = None
+    extra = ["--long"] if args.long else []
     if args.format == "github":
         from grader.reports import github
     # Under Actions, everything before the annotations may carry learner text: shown, never run.
     with github.commands_stopped() if github else contextlib.nullcontext():
-        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0), stream=True)
+        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0, extra_args=extra), stream=True)
         print_report(report, console, first_hint_only=True)
         _write_outputs(report, args)
     if github:
