@@ -174,13 +174,16 @@ def _grade(args, tasks, console) -> int:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
         return USAGE
     try:
-        level, _ = isolation.choose(args.isolation)
+        level, reason = isolation.choose(args.isolation)
     except isolation.IsolationUnavailable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
             _write_outputs(ScoreReport.failed(f"{NOT_GRADED_SAFELY}: {exc}", {"path": str(args.paths[0])}), args)
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
+    if level == "none":
+        console.print(f"[yellow]warning: learner code runs unprotected here, with this user's rights "
+                      f"({escape(reason)}): grade trusted code only, or use --isolation required[/]")
     if level == "uid":          # workers of another uid: the batch's results and submissions are the owner's alone
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)

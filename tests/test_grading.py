@@ -49,6 +49,7 @@ def reports(tmp_path_factory):
         "flat_layout": runner.GradingRun(tree_with(tmp, "flat", REFERENCE, "flat", others=False), [ATTENTION], **visible),
         "crash_and_hang": runner.GradingRun(tree_with(tmp, "crash", SEGFAULT_AND_HANG, others=False), [ATTENTION],
                                             **visible),
+        "slow_import": runner.GradingRun(tree_with(tmp, "slow", SLOW_IMPORT, others=False), [ATTENTION], **visible),
     }
     return {name: report.to_json() for name, report in zip(jobs, runner.run_many(list(jobs.values()), workers=2))}
 
@@ -70,7 +71,7 @@ def test_report_carries_the_run_record(reports):
     run = reports["reference"]["run"]
     for key in ("run_id", "started_at", "finished_at", "commit", "config", "data_version", "seed", "environment", "metrics"):
         assert key in run, key
-    assert run["seed"] == 0 and run["environment"]["torch"] and run["metrics"]["percent"] == 100.0
+    assert isinstance(run["seed"], int) and run["config"]["seed_from"] and run["environment"]["torch"] and run["metrics"]["percent"] == 100.0
     assert run["metrics"]["worker_startup_s"] > 0
 
 
@@ -128,6 +129,10 @@ def visible_time_limit(name):
     return constants[limit.id] if isinstance(limit, ast.Name) else limit.value
 
 
+SLOW_IMPORT_S = visible_time_limit("test_softmax_rows_sum_to_one") + 8
+SLOW_IMPORT = f"import time\ntime.sleep({SLOW_IMPORT_S})\n" + REFERENCE
+
+
 def test_crashes_and_hangs_cost_their_tests_only(reports):
     tests = {t["id"].split("::")[-1]: t for t in task_result(reports["crash_and_hang"])["tests"]}
     softmax = [t for name, t in tests.items() if "softmax" in name]
@@ -136,6 +141,16 @@ def test_crashes_and_hangs_cost_their_tests_only(reports):
     assert heads["status"] == "timeout" and heads["duration_s"] < visible_time_limit("test_split_heads_shape_and_round_trip") + 5
     assert tests["test_causal_mask_square"]["status"] == "passed"        # after the crash: a fresh worker
     assert tests["test_attention_matches_pytorch"]["status"] == "crashed"  # it calls softmax... through attention
+
+
+def test_an_import_slower_than_a_test_goes_on_in_the_next(reports):
+    """The first test's time limit interrupts the import, not the worker: the next test waits on
+    for the same import (the whole import has STARTUP_LIMIT_S), and every later test runs normally."""
+    tests = task_result(reports["slow_import"])["tests"]
+    first, *later = [t for t in tests if t["suite"] == "visible"]
+    assert first["status"] == "timeout" and "did not finish importing within the test's time limit" in first["feedback"]
+    assert later[0]["status"] == "passed" and later[0]["duration_s"] < SLOW_IMPORT_S, later[0]
+    assert all(t["status"] == "passed" for t in later), [t["id"] for t in later if t["status"] != "passed"]
 
 
 def test_hidden_feedback_never_quotes_hidden_source(reports):
