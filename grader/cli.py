@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(GitHub Actions)")
     check.add_argument("--fail-under", type=float, metavar="PERCENT",
                        help="exit 1 only if the score is below this (default: if any test failed)")
+    check.add_argument("--long", action="store_true",
+                       help="also run the long visible checks (a convergence run: minutes on a CPU)")
     _report_outputs(check)
     check.set_defaults(command=_check)
 
@@ -142,11 +144,12 @@ def _report_outputs(command, one_submission: bool = False) -> None:
 
 def _check(args, tasks, console) -> int:
     github = None
+    extra = ["--long"] if args.long else []
     if args.format == "github":
         from grader.reports import github
     # Under Actions, everything before the annotations may carry learner text: shown, never run.
     with github.commands_stopped() if github else contextlib.nullcontext():
-        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0), stream=True)
+        report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0, extra_args=extra), stream=True)
         print_report(report, console, first_hint_only=True)
         _write_outputs(report, args)
     if github:
@@ -171,13 +174,16 @@ def _grade(args, tasks, console) -> int:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
         return USAGE
     try:
-        level, _ = isolation.choose(args.isolation)
+        level, reason = isolation.choose(args.isolation)
     except isolation.IsolationUnavailable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
             _write_outputs(ScoreReport.failed(f"{NOT_GRADED_SAFELY}: {exc}", {"path": str(args.paths[0])}), args)
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
+    if level == "none":
+        console.print(f"[yellow]warning: learner code runs unprotected here, with this user's rights "
+                      f"({escape(reason)}): grade trusted code only, or use --isolation required[/]")
     if level == "uid":          # workers of another uid: the batch's results and submissions are the owner's alone
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,32 +1,174 @@
 """Visible tests for exercise 02. Run: pytest exercises/02_train_loop
 
-They check the basics quickly. The graded suite replays your loop step by step against a
-reference built from library pieces (and checks resuming, mixed precision, the run record and
-convergence); a pass here is a start, not a grade.
+One or more checks per README section, each aimed at the bug people make there. The loop is
+checked by relations a correct loop must keep, on a micro Llama that trains in a fraction of a
+second: accumulated micro-batches step as one big batch does, identical batches on frozen
+weights give identical gradients, an interrupted and resumed run is the uninterrupted run, two
+configurations that mean the same thing train the same. The probes in probes.py watch your loop
+from the outside (every forward pass, every optimizer step). The graded suite replays your loop
+step by step against a reference on other data and sizes; a pass here is a start, not a grade.
+
+A longer convergence run, of the kind the graded suite makes: pytest exercises/02_train_loop --long
 """
+import hashlib
 import json
 import math
+import random
 
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import LlamaConfig
+import transformers
+from transformers import AutoModelForCausalLM, LlamaConfig
+from torch.utils.data import DataLoader
 
-from grader.core.checks import assert_close, assert_equal, learner_file
+from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
+from grader.core.submission import StudentError
+from grader.tasks import EXERCISES
 
+# Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
+# waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
+# times that on a loaded one).
+QUICK = 30
+
+probes = sibling_module(EXERCISES / "02_train_loop" / "test_train_loop.py", "probes")   # by path: a notebook has no __file__
+# One thread, as graded: a micro model's matmuls are too small to share, and on a busy machine a
+# second thread waiting for a core makes a run ten times slower.
+torch.set_num_threads(1)
+
+# float32 sums taken in another order (other padding, other micro-batching): correct loops agree to
+# ~1e-6 relative on losses and gradient norms; the bugs these tests catch are off by 1e-2 and more.
+SAME_NUMBER = dict(rtol=1e-4, atol=1e-6)
+# lr_at is closed-form arithmetic: only float rounding may differ.
+SCHEDULE = dict(rtol=1e-12, atol=1e-15)
+# Two runs that should be one run: the same arithmetic in the same order gives the same bits; a
+# little slack for kernels that reduce in another order. Wrong restores are off by 1e-3 and more.
+SAME_PARAMS_ATOL = 1e-5
+# The quick convergence run (60 steps on a corpus whose next token is one of two, see
+# `two_way_corpus`): a correct loop ends about 0.09 nats above the floor, a loop that never zeroes
+# its gradients 0.28, a loss scored against the wrong tokens far above or below it.
+QUICK_CONVERGENCE_MARGIN = 0.2
+# A learning rate under which the weights stay put, to float32's resolution (an update of ~1e-12
+# on weights of ~1e-2): 0 itself would divide by zero in a LambdaLR built on max_lr.
+STILL_LR = 1e-12
+
+VOCAB = 61
+MICRO = dict(vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=1, num_attention_heads=3,
+             num_key_value_heads=1, max_position_embeddings=48, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+RUN = {"seed": 13, "batch_size": 4, "grad_accum_steps": 1, "max_steps": 4, "warmup_steps": 1, "max_lr": 1e-2,
+       "min_lr": 1e-3, "weight_decay": 0.05, "clip_norm": 1e9, "log_every": 1, "eval_every": 100}
+# The README's configuration table, spelled out (betas as run.json records it).
+README_DEFAULTS = dict(init="scratch", seed=0, batch_size=8, grad_accum_steps=1, max_steps=100, max_lr=1e-3,
+                       min_lr=0.0, warmup_steps=10, weight_decay=0.1, betas=[0.9, 0.95], clip_norm=1.0, amp=None,
+                       device="cpu", log_every=1, eval_every=50, resume=False)
+
+
+# ---------------------------------------------------------------- test data
+
+def write_model(folder, **extra):
+    LlamaConfig(**MICRO, **extra).save_pretrained(folder)
+    return str(folder)
+
+
+def uneven_documents(seed, n):
+    """Token documents of 3 to 20 tokens between bos and eos; every third one masks a prompt."""
+    draw = random.Random(seed)
+    rows = []
+    for index in range(n):
+        ids = [1] + [draw.randrange(3, VOCAB) for _ in range(draw.randrange(3, 21))] + [2]
+        row = {"input_ids": ids, "source": f"doc-{index}"}      # a key collate must ignore
+        if index % 3 == 0:
+            row["labels"] = [-100] * (len(ids) // 2) + ids[len(ids) // 2:]
+        rows.append(row)
+    return rows
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def run_config(tmp_path, name="run", train=None, evaluation=None, **overrides):
+    """A micro run's configuration; its files are written into tmp_path once."""
+    if not (tmp_path / "model").exists():
+        write_model(tmp_path / "model")
+    train_path, eval_path = tmp_path / f"{name}-train.jsonl", tmp_path / f"{name}-eval.jsonl"
+    write_jsonl(train_path, train if train is not None else uneven_documents(101, 26))
+    write_jsonl(eval_path, evaluation if evaluation is not None else uneven_documents(202, 11))
+    return {**RUN, "model_dir": str(tmp_path / "model"), "train_path": str(train_path), "eval_path": str(eval_path),
+            "out_dir": str(tmp_path / name), **overrides}
+
+
+def jsonl_lines(path, within):
+    """The JSON lines of a file your code wrote inside `within`."""
+    return [json.loads(line) for line in learner_file(path, within).decode().splitlines() if line.strip()]
+
+
+def close(a, b, rtol, atol):
+    return isinstance(a, (int, float)) and abs(a - b) <= atol + rtol * abs(b)
+
+
+def padded(rows):
+    """Rows as a batch: right-padded with 0, labels -100 on the padding, the attention mask."""
+    width = max(len(row["input_ids"]) for row in rows)
+    def fill(values, pad):
+        return torch.tensor([list(v) + [pad] * (width - len(v)) for v in values], dtype=torch.long)
+    return {"input_ids": fill([r["input_ids"] for r in rows], 0),
+            "labels": fill([r.get("labels", r["input_ids"]) for r in rows], -100),
+            "attention_mask": fill([[1] * len(r["input_ids"]) for r in rows], 0)}
+
+
+def counted(batch):
+    """Tokens a batch's loss counts: labels other than -100, after the shift."""
+    return int((batch["labels"][:, 1:] != -100).sum())
+
+
+def contract_batches(rows, batch_size, seed, count):
+    """The first `count` micro-batches the determinism contract's loader gives: one seeded, shuffled DataLoader that
+    drops an incomplete last batch, iterated epoch after epoch (a new iterator per epoch, one generator)."""
+    loader = DataLoader(rows, batch_size=batch_size, shuffle=True, drop_last=True,
+                        generator=torch.Generator().manual_seed(seed), collate_fn=padded)
+    batches = []
+    while len(batches) < count:
+        batches += [batch for _, batch in zip(range(count - len(batches)), loader)]
+    return batches
+
+
+def token_mean_loss(model, batches):
+    """The oracle of an eval loss: summed cross-entropy of the next tokens over all counted labels."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in batches:
+            logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            targets = batch["labels"][:, 1:]
+            total += F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten(), reduction="sum").item()
+            count += int((targets != -100).sum())
+    return total / count
+
+
+# ---------------------------------------------------------------- collate, schedule, loss, groups
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Batching and padding")
+@pytest.mark.timeout(QUICK)
 def test_collate_pads_on_the_right(submission):
-    """two examples of lengths 3 and 1: pad_id and -100 fill the right end, the mask marks real tokens"""
-    batch = submission.collate([{"input_ids": [5, 6, 7]}, {"input_ids": [8], "labels": [-100]}], pad_id=0)
-    assert_equal(batch["input_ids"], torch.tensor([[5, 6, 7], [8, 0, 0]]), what="input_ids", tensor=True)
-    assert_equal(batch["labels"], torch.tensor([[5, 6, 7], [-100, -100, -100]]), what="labels", tensor=True)
-    assert_equal(batch["attention_mask"], torch.tensor([[1, 1, 1], [1, 0, 0]]), what="attention_mask", tensor=True)
+    """lengths 3, 1 and 2 (one with its own labels, one with extra keys): pad_id and -100 on the right, a 1/0 mask,
+    long tensors"""
+    batch = submission.collate([{"input_ids": [5, 6, 7], "text": "5 6 7"},
+                                {"input_ids": [8], "labels": [-100]},
+                                {"input_ids": [9, 4], "labels": [-100, 4], "id": 2}], pad_id=3)
+    for key in ("input_ids", "labels", "attention_mask"):
+        check_array(batch[key], what=f"collate(...)[{key!r}]", shape=(3, 3), dtype=torch.long, tensor=True)
+    assert_equal(batch["input_ids"], torch.tensor([[5, 6, 7], [8, 3, 3], [9, 4, 3]]), what="input_ids", tensor=True)
+    assert_equal(batch["labels"], torch.tensor([[5, 6, 7], [-100, -100, -100], [-100, 4, -100]]), what="labels",
+                 tensor=True)
+    assert_equal(batch["attention_mask"], torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0]]), what="attention_mask",
+                 tensor=True)
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 @pytest.mark.concept("Warmup and cosine")
+@pytest.mark.timeout(QUICK)
 def test_lr_at_landmarks(submission):
     """0 at step 0, max_lr at the end of warmup, half way down in the middle of the cosine, min_lr at the end"""
     lr = lambda step: submission.lr_at(step, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1)
@@ -34,8 +176,53 @@ def test_lr_at_landmarks(submission):
         assert math.isclose(lr(step), expected, abs_tol=1e-12), f"lr_at({step}) = {lr(step)}, expected {expected}"
 
 
+@pytest.mark.points(0.5)
+@pytest.mark.concept("Warmup and cosine")
+@pytest.mark.timeout(QUICK)
+def test_lr_at_is_transformers_schedule(submission):
+    """with min_lr=0, max_lr times get_cosine_schedule_with_warmup's multiplier at every step; a warmup as long as the
+    run ends on the floor"""
+    from transformers import get_cosine_schedule_with_warmup      # imported here: it pulls in trainer code (~2 s)
+    lambdas = get_cosine_schedule_with_warmup(torch.optim.SGD([torch.ones(1, requires_grad=True)]), 4, 22).lr_lambdas
+    for step in range(23):
+        got = submission.lr_at(step, max_lr=2e-3, warmup_steps=4, total_steps=22)
+        assert close(got, 2e-3 * lambdas[0](step), **SCHEDULE), \
+            f"lr_at({step}, warmup_steps=4, total_steps=22) = {got!r}, expected {2e-3 * lambdas[0](step)!r}"
+    for step, expected in [(2, 1e-2 * 2 / 3), (3, 1e-4), (9, 1e-4)]:
+        got = submission.lr_at(step, max_lr=1e-2, warmup_steps=3, total_steps=3, min_lr=1e-4)
+        assert close(got, expected, **SCHEDULE), \
+            f"lr_at({step}, max_lr=1e-2, warmup_steps=3, total_steps=3, min_lr=1e-4) = {got!r}, expected {expected!r}"
+
+
 @pytest.mark.points(1)
+@pytest.mark.concept("Warmup and cosine")
+@pytest.mark.timeout(60)
+def test_train_steps_the_schedule_once_per_optimizer_step(submission, tmp_path):
+    """three micro-batches per step: optimizer step s runs (and logs) the rate transformers' schedule gives after s - 1
+    steps, starting at 0"""
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
+    cfg = run_config(tmp_path, grad_accum_steps=3, max_steps=4, warmup_steps=2, batch_size=2)
+    optimizer = torch.optim.SGD([torch.ones(1, requires_grad=True)], lr=cfg["max_lr"])
+    schedule = get_cosine_with_min_lr_schedule_with_warmup(optimizer, 2, 4, min_lr=cfg["min_lr"])
+    expected = []
+    for _ in range(4):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    seen = submission.probe(probes.watch_train, cfg)
+    used = [step["lr"] for step in seen["steps"]]
+    assert len(used) == 4, f"train took {len(used)} optimizer steps for max_steps=4"
+    for step, (got, want) in enumerate(zip(used, expected), start=1):
+        assert close(got, want, **SCHEDULE), (f"optimizer step {step} ran with lr {got:.6g}; the schedule after "
+                                              f"{step - 1} optimizer steps is {want:.6g} (rates used: {used})")
+    logged = [entry["lr"] for entry in seen["result"]["log"]]
+    assert all(close(got, want, **SCHEDULE) for got, want in zip(logged, expected)), \
+        f"the log says the steps ran with lr {logged}; they ran with {expected}"
+
+
+@pytest.mark.points(0.5)
 @pytest.mark.concept("The loss: shift, ignore_index, float32")
+@pytest.mark.timeout(QUICK)
 def test_causal_lm_loss_shifts_and_ignores(submission):
     """position t predicts token t+1, and -100 labels count for nothing"""
     logits = torch.randn(2, 5, 11, generator=torch.Generator().manual_seed(0))
@@ -45,31 +232,408 @@ def test_causal_lm_loss_shifts_and_ignores(submission):
                  rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.points(0.5)
+@pytest.mark.concept("The loss: shift, ignore_index, float32")
+@pytest.mark.timeout(QUICK)
+def test_causal_lm_loss_sums_in_float32(submission):
+    """reduction='sum' adds the counted tokens; bf16 and float64 logits give a float32 loss computed from upcast logits;
+    with nothing counted the mean is NaN and the sum 0"""
+    logits = (torch.randn(3, 7, 19, generator=torch.Generator().manual_seed(41)) * 6).bfloat16()
+    labels = torch.randint(0, 19, (3, 7), generator=torch.Generator().manual_seed(42))
+    labels[1, 2:5] = -100
+    flat_logits, flat_targets = logits[:, :-1].float().reshape(-1, 19), labels[:, 1:].reshape(-1)
+    got = submission.causal_lm_loss(logits, labels, reduction="sum")
+    check_array(got, what="causal_lm_loss(bf16 logits, labels, 'sum')", shape=(), dtype=torch.float32, tensor=True)
+    assert_close(got, F.cross_entropy(flat_logits, flat_targets, reduction="sum"), tensor=True, rtol=1e-5, atol=1e-4,
+                 what="causal_lm_loss(bf16 logits, labels, 'sum') against the cross-entropy of the upcast logits")
+    wide = submission.causal_lm_loss(logits.double(), labels)
+    check_array(wide, what="causal_lm_loss(float64 logits, labels)", shape=(), dtype=torch.float32, tensor=True)
+    nothing = torch.full_like(labels, -100)
+    nothing[:, 0] = 4                    # the first position is never a target
+    assert torch.isnan(submission.causal_lm_loss(logits, nothing)), "with no counted token the mean is 0/0: NaN"
+    assert float(submission.causal_lm_loss(logits, nothing, reduction="sum")) == 0.0, \
+        "with no counted token the sum is 0"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Weight decay groups")
+@pytest.mark.timeout(QUICK)
+def test_param_groups_with_tied_and_frozen_parameters(submission):
+    """a micro Llama with tied embeddings and a frozen attention block: every trainable parameter once, matrices and
+    embeddings decayed, norm weights not, frozen ones left out"""
+    config = {**MICRO, "tie_word_embeddings": True}
+    frozen = ("model.layers.0.self_attn.",)
+    groups = submission.probe(probes.param_group_report, config, 0.3, frozen)
+    model = probes.build_micro_llama(config, 0)
+    trainable = {name: p for name, p in model.named_parameters() if not name.startswith(frozen)}
+    listed = [name for group in groups for name in group["names"]]
+    repeated = sorted({name for name in listed if listed.count(name) > 1})
+    assert not repeated, f"listed more than once: {repeated} (a tied weight is one parameter)"
+    assert sorted(listed) == sorted(trainable), (f"missing {sorted(set(trainable) - set(listed))}, should not be there "
+                                                 f"{sorted(set(listed) - set(trainable))}")
+    for group in groups:
+        for name in group["names"]:
+            want = 0.3 if trainable[name].ndim >= 2 else 0.0
+            got = group["options"].get("weight_decay")
+            assert got == want, f"{name} (ndim {trainable[name].ndim}) sits in a group with weight_decay={got}, not {want}"
+
+
+# ---------------------------------------------------------------- the optimizer step
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Zeroing gradients")
+@pytest.mark.timeout(60)
+def test_identical_batches_on_frozen_weights_give_identical_gradients(submission, tmp_path):
+    """a learning rate too small to move the weights, and every batch the same document: each step's gradient norm
+    equals the first's; no gradient left at the start of a step or after train"""
+    same = [{"input_ids": [1, 17, 33, 8, 52, 40, 9, 27, 2]}] * 12
+    cfg = run_config(tmp_path, train=same, max_lr=STILL_LR, min_lr=0.0, max_steps=3)
+    seen = submission.probe(probes.watch_train, cfg)
+    norms = [entry["grad_norm"] for entry in seen["result"]["log"]]
+    assert len(norms) == 3, f"the log has {len(norms)} entries for 3 steps"
+    for step, norm in enumerate(norms[1:], start=2):
+        assert close(norm, norms[0], **SAME_NUMBER), (
+            f"gradient norms {norms}: step {step}'s should equal step 1's (same weights, same batch); "
+            f"{norm / norms[0]:.2f} times it means the earlier steps' gradients are still added in")
+    assert seen["grads_at_step_start"] == [0, 0, 0], (
+        f"parameters holding a gradient when each step's first forward pass began: {seen['grads_at_step_start']}; "
+        "zero_grad(set_to_none=True) after every optimizer.step() leaves none")
+    assert seen["grads_left"] == 0, f"{seen['grads_left']} parameters still hold a gradient after train returned"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Gradient accumulation")
+@pytest.mark.timeout(60)
+def test_accumulated_micro_batches_step_as_one_big_batch(submission, tmp_path):
+    """3 micro-batches of 3 uneven examples per step train as batches of 9 (the same examples in the same order): same
+    tokens, loss, gradient norm and weights"""
+    cfg = run_config(tmp_path, train=uneven_documents(303, 27), max_steps=3)
+    runs = [submission.probe(probes.watch_train, {**cfg, "batch_size": b, "grad_accum_steps": k,
+                                                  "out_dir": str(tmp_path / f"b{b}x{k}")})
+            for b, k in ((9, 1), (3, 3))]
+    big, accumulated = (run["result"]["log"] for run in runs)
+    assert len(accumulated) == 3 and [len(s["forwards"]) for s in runs[1]["steps"]] == [3, 3, 3], \
+        f"grad_accum_steps=3: {[len(s['forwards']) for s in runs[1]['steps']]} forward passes per optimizer step"
+    for step, (one, many) in enumerate(zip(big, accumulated), start=1):
+        assert one["tokens"] == many["tokens"], f"step {step} counted {many['tokens']} tokens, one big batch {one['tokens']}"
+        for key in ("loss", "grad_norm"):
+            assert close(many[key], one[key], **SAME_NUMBER), (
+                f"step {step}: {key} {many[key]:.6f} with 3 micro-batches, {one[key]:.6f} as one batch: every token of "
+                "the step weighs the same (sum of token losses / tokens of the step), and no micro-batch is lost")
+    assert_close(runs[1]["final_params"], runs[0]["final_params"], what="parameters after 3 accumulated steps",
+                 tensor=True, rtol=0, atol=SAME_PARAMS_ATOL)
+    model = probes.build_micro_llama(MICRO, cfg["seed"])
+    model(**contract_batches(uneven_documents(303, 27), 9, cfg["seed"], 1)[0]).loss.backward()
+    oracle = float(torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in model.parameters()])))
+    assert close(accumulated[0]["grad_norm"], oracle, **SAME_NUMBER), (
+        f"step 1's gradient norm is {accumulated[0]['grad_norm']:.6g}; the gradient of the mean token loss of its 9 "
+        f"examples has norm {oracle:.6g}: backward each micro-batch's summed loss divided by the step's token count")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Clipping")
+@pytest.mark.timeout(60)
+def test_the_applied_gradient_is_clipped_and_the_log_has_the_norm_before(submission, tmp_path):
+    """clip_norm far below the gradient norm: the gradient optimizer.step() applies has norm clip_norm (one global clip,
+    before the step); the log keeps the norm before clipping"""
+    cfg = run_config(tmp_path, clip_norm=0.02, grad_accum_steps=2, max_steps=3)
+    seen = submission.probe(probes.watch_train, cfg)
+    logged = [entry["grad_norm"] for entry in seen["result"]["log"]]
+    applied = [step["applied_grad_norm"] for step in seen["steps"]]
+    assert all(norm > 0.1 for norm in logged), \
+        f"logged gradient norms {logged}: log clip_grad_norm_'s return value, the norm before clipping"
+    for step, norm in enumerate(applied, start=1):
+        assert close(norm, 0.02, rtol=1e-3, atol=0), (
+            f"optimizer step {step} applied a gradient of norm {norm:.4g}; clipped to clip_norm=0.02 it is 0.02: clip "
+            "the whole gradient at once (clip_grad_norm_(model.parameters(), clip_norm)), after the last backward "
+            "and before optimizer.step()")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Mixed precision")
+@pytest.mark.timeout(60)
+def test_bf16_autocast_on_every_training_forward_with_float32_weights(submission, tmp_path):
+    """amp='bf16': every training forward under bf16 autocast, weights and AdamW state float32; amp=None: no autocast"""
+    cfg = run_config(tmp_path, grad_accum_steps=2, max_steps=2)
+    for amp in ("bf16", None):
+        seen = submission.probe(probes.watch_train, {**cfg, "amp": amp, "out_dir": str(tmp_path / f"amp-{amp}")})
+        flags = [forward["bf16_autocast"] for step in seen["steps"] for forward in step["forwards"]]
+        assert flags and all(flag == (amp == "bf16") for flag in flags), \
+            f"amp={amp!r}: bf16 autocast on the training forward passes was {flags}"
+        assert seen["param_dtypes"] == ["torch.float32"], \
+            f"amp={amp!r}: the parameters are {seen['param_dtypes']}; autocast keeps float32 master weights"
+        assert seen["steps"][-1]["state_dtypes"] == ["torch.float32"], \
+            f"amp={amp!r}: AdamW's state is {seen['steps'][-1]['state_dtypes']}, expected float32"
+
+
+# ---------------------------------------------------------------- evaluation
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Evaluation mode")
+@pytest.mark.timeout(60)
+def test_evaluate_in_eval_mode_without_a_graph(submission):
+    """with dropout in the model: every forward under no_grad in eval mode, the mode it found restored, a Python float
+    that is the mean over all counted tokens of batches of unequal token counts"""
+    config = {**MICRO, "attention_dropout": 0.3}
+    rows = uneven_documents(404, 7)
+    batches = [padded(rows[:4]), padded(rows[4:6]), padded(rows[6:])]
+    model = probes.build_micro_llama(config, 5).eval()
+    expected = token_mean_loss(model, batches)
+    for train_mode in (True, False):
+        seen = submission.probe(probes.watch_evaluate, config, 5, batches, train_mode)
+        assert len(seen["passes"]) == 3, f"evaluate ran {len(seen['passes'])} forward passes for 3 batches"
+        assert not any(p["grad"] for p in seen["passes"]), "evaluate ran a forward pass with grad enabled: torch.no_grad()"
+        assert not any(p["training"] for p in seen["passes"]), "evaluate ran a forward pass in train mode: model.eval()"
+        assert seen["training_after"] == train_mode, (
+            f"the model came in {'train' if train_mode else 'eval'} mode and left in "
+            f"{'train' if seen['training_after'] else 'eval'} mode: restore the mode it was in")
+        assert isinstance(seen["value"], float), f"evaluate returned a {type(seen['value']).__name__}, not a float"
+        assert close(seen["value"], expected, **SAME_NUMBER), (
+            f"evaluate returned {seen['value']:.6f}; the mean over every counted token of the three batches is "
+            f"{expected:.6f} (a mean of per-batch means weighs a short batch's tokens more)")
+
+
+# ---------------------------------------------------------------- resuming
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Resuming")
+@pytest.mark.timeout(60)
+def test_an_interrupted_run_resumes_as_if_nothing_happened(submission, tmp_path):
+    """dropout on, 2 micro-batches per step, checkpoint at step 3, interrupted after step 5 and resumed: 3 more steps,
+    the same log, eval and final weights as the uninterrupted 6 steps; log.jsonl holds steps 1-6 once each"""
+    write_model(tmp_path / "dropout", attention_dropout=0.1)
+    cfg = run_config(tmp_path, model_dir=str(tmp_path / "dropout"), batch_size=3, grad_accum_steps=2, max_steps=6,
+                     eval_every=3)
+    whole = submission.probe(probes.watch_train, {**cfg, "out_dir": str(tmp_path / "whole")})
+    broken = {**cfg, "out_dir": str(tmp_path / "broken")}
+    first = submission.probe(probes.watch_train, broken, 5)
+    assert first["result"] is None and len(first["steps"]) == 5, "the run was to be cut short after step 5"
+    second = submission.probe(probes.watch_train, {**broken, "resume": True})
+    assert len(second["steps"]) == 3, (
+        f"the resumed run took {len(second['steps'])} optimizer steps; from the checkpoint of step 3 to max_steps=6 "
+        "it takes 3 (restore the step, the weights, the optimizer, the data position and the random state)")
+    want, got = whole["result"], second["result"]
+    lines = jsonl_lines(tmp_path / "broken" / "log.jsonl", tmp_path)
+    assert [e.get("step") for e in lines] == [1, 2, 3, 4, 5, 6], (
+        f"after the resume log.jsonl holds steps {[e.get('step') for e in lines]}: one line per step, as an "
+        "uninterrupted run writes it (drop the lines written after the checkpoint, keep those before it)")
+    assert [e.get("step") for e in got["log"]] == [1, 2, 3, 4, 5, 6], \
+        f"the resumed train returned the log of steps {[e.get('step') for e in got['log']]}: the whole run's"
+    for name, log in (("log.jsonl", lines), ("the returned log", got["log"])):
+        for mine, theirs in zip(log, want["log"]):
+            same = mine["tokens"] == theirs["tokens"] and all(
+                close(mine[key], theirs[key], **SAME_NUMBER) for key in ("loss", "grad_norm", "lr"))
+            assert same, (f"step {mine['step']} of {name} after the resume: {mine}; uninterrupted: {theirs} (first "
+                          "resumed step off: weights, data position or dropout's random state; later: the optimizer)")
+    assert [e["step"] for e in got["eval"]] == [e["step"] for e in want["eval"]] and all(
+        close(a["eval_loss"], b["eval_loss"], **SAME_NUMBER) for a, b in zip(got["eval"], want["eval"])), \
+        f"eval after the resume: {got['eval']}; uninterrupted: {want['eval']}"
+    assert close(got["final_eval_loss"], want["final_eval_loss"], **SAME_NUMBER), \
+        f"final_eval_loss {got['final_eval_loss']} after the resume, {want['final_eval_loss']} uninterrupted"
+    assert_close(second["final_params"], whole["final_params"], what="final weights, resumed against uninterrupted",
+                 tensor=True, rtol=0, atol=SAME_PARAMS_ATOL)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.concept("Resuming")
+@pytest.mark.timeout(60)
+def test_resume_without_a_checkpoint_raises(submission, tmp_path):
+    """resume=True and no checkpoint.pt in out_dir: FileNotFoundError, never a fresh start"""
+    cfg = run_config(tmp_path, max_steps=1, resume=True)
+    with pytest.raises(StudentError) as raised:
+        submission.train(cfg)
+    if raised.value.not_implemented:
+        raise raised.value                  # a stub: say so, as every other test does
+    assert raised.value.info["type"] == "FileNotFoundError", \
+        f"train(resume=True) without a checkpoint raised {raised.value.info['type']}, expected FileNotFoundError"
+
+
+# ---------------------------------------------------------------- records and curves
+
 @pytest.mark.points(1)
 @pytest.mark.concept("The run record")
-@pytest.mark.timeout(120)
-def test_a_short_run_writes_its_files(submission, tmp_path):
-    """three steps on a micro model: the log, a checkpoint and run.json appear, and the loss is finite"""
-    LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                num_key_value_heads=1, pad_token_id=0).save_pretrained(tmp_path / "model")
-    docs = [{"input_ids": [1] + [3 + (7 * i + j) % 40 for j in range(3 + i % 9)] + [2]} for i in range(40)]
-    for name in ("train", "eval"):
-        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    cfg = {"model_dir": str(tmp_path / "model"), "train_path": str(tmp_path / "train.jsonl"),
-           "eval_path": str(tmp_path / "eval.jsonl"), "out_dir": str(tmp_path / "run"),
-           "max_steps": 3, "warmup_steps": 1, "batch_size": 4, "eval_every": 3}
+@pytest.mark.timeout(60)
+def test_log_cadence_and_run_record(submission, tmp_path):
+    """log_every=2, eval_every=2, 5 steps: log lines and evaluations at steps 2 and 4, log.jsonl is the returned log;
+    run.json holds run id, commit, config, data version, seed, environment and metrics"""
+    cfg = run_config(tmp_path, max_steps=5, log_every=2, eval_every=2)
     result = submission.train(cfg)
-    assert [entry["step"] for entry in result["log"]] == [1, 2, 3], "one log entry per step with log_every=1"
-    assert math.isfinite(result["final_eval_loss"]), "the final eval loss is not finite"
-    for name in ("log.jsonl", "checkpoint.pt", "run.json"):
-        assert (tmp_path / "run" / name).exists(), f"train wrote no {name}"
+    lines = jsonl_lines(tmp_path / "run" / "log.jsonl", tmp_path)
+    assert [e.get("step") for e in lines] == [2, 4], f"log.jsonl holds steps {[e.get('step') for e in lines]}"
+    assert lines == result["log"], "log.jsonl and the returned log differ"
+    for entry in lines:
+        assert {"step", "loss", "lr", "grad_norm", "tokens"} <= set(entry), f"a log line lacks a field: {entry}"
+    assert [e.get("step") for e in result["eval"]] == [2, 4], f"eval entries at steps {[e.get('step') for e in result['eval']]}"
+    assert (tmp_path / "run" / "checkpoint.pt").is_file(), "train wrote no out_dir/checkpoint.pt"
+    record = json.loads(learner_file(result["record"], tmp_path))
+    assert record.get("commit") == submission.git_head, \
+        f"run.json's commit is {record.get('commit')!r}; your module's repository is at {submission.git_head!r}"
+    digests = {key: hashlib.sha256(open(cfg[key], "rb").read()).hexdigest() for key in ("train_path", "eval_path")}
+    assert record.get("data_version") == digests, "data_version: the sha256 of each data file's bytes"
+    assert record.get("seed") == cfg["seed"], f"run.json's seed is {record.get('seed')!r}, the run's {cfg['seed']}"
+    assert record.get("config", {}).get("log_every") == 2 and record["config"].get("betas") == [0.9, 0.95], \
+        "run.json's config: the run's full configuration, defaults included (betas as a list)"
+    environment = record.get("environment", {})
+    assert {"python", "platform", "device"} <= set(environment) and environment.get("torch") == torch.__version__ \
+        and environment.get("transformers") == transformers.__version__, f"run.json's environment: {environment}"
+    metrics = record.get("metrics", {})
+    assert metrics.get("final_eval_loss") == result["final_eval_loss"] and metrics.get("steps") == 5 \
+        and (metrics.get("tokens_per_s") or 0) > 0, f"run.json's metrics: {metrics}"
+    again = submission.train({**cfg, "log_every": 1, "out_dir": str(tmp_path / "again")})
+    other = json.loads(learner_file(again["record"], tmp_path))
+    assert isinstance(record.get("run_id"), str) and other.get("run_id") != record["run_id"], \
+        f"two runs of one configuration recorded run ids {record.get('run_id')!r} and {other.get('run_id')!r}"
+    assert other["metrics"].get("tokens") == sum(e["tokens"] for e in again["log"]), \
+        "run.json's tokens: the tokens counted in the loss over all steps"
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 @pytest.mark.concept("Curves")
+@pytest.mark.timeout(60)
 def test_plot_curves_writes_a_png(submission, tmp_path):
     """plot_curves turns a log.jsonl into a PNG file"""
     log = [{"step": s, "loss": 4.0 / s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 10} for s in range(1, 6)]
     (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     submission.plot_curves(str(tmp_path / "log.jsonl"), str(tmp_path / "curves.png"))
     assert learner_file(tmp_path / "curves.png", tmp_path)[:4] == b"\x89PNG", "no PNG was written"
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.concept("Curves")
+@pytest.mark.timeout(60)
+def test_plot_curves_draws_loss_above_lr_on_log_steps(submission, tmp_path):
+    """two subplots, both with a logarithmic step axis: the loss above, the learning rate below"""
+    log = [{"step": s, "loss": 3.0 - math.log(s) / 4, "lr": 5e-4 * min(1.0, s / 6), "grad_norm": 0.5, "tokens": 64}
+           for s in range(1, 25)]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+    axes = submission.probe(probes.watch_plot, str(tmp_path / "log.jsonl"), str(tmp_path / "curves.png"))
+    assert len(axes) == 2, f"the saved figure has {len(axes)} axes: two subplots, loss and learning rate"
+    def drawing(key):
+        values = [e[key] for e in log]
+        return [ax for ax in axes if any(len(y) == len(values) and all(math.isclose(a, b) for a, b in zip(y, values))
+                                         for _, y in ax["lines"])]
+    loss, lr = drawing("loss"), drawing("lr")
+    assert loss and lr, "one subplot draws the logged loss, the other the logged lr, against the steps"
+    assert loss[0]["xscale"] == "log" and lr[0]["xscale"] == "log", \
+        f"step axes: {loss[0]['xscale']} (loss), {lr[0]['xscale']} (lr); both logarithmic (one shared axis)"
+    assert loss[0]["top"] > lr[0]["top"], "the loss goes above, the learning rate below"
+
+
+# ---------------------------------------------------------------- configuration and determinism
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Configuration")
+@pytest.mark.timeout(60)
+def test_left_out_keys_mean_the_readme_defaults(submission, tmp_path):
+    """the required keys and max_steps alone train as the README's defaults spelled out; out_dir is created, however
+    deep; run.json records the defaults"""
+    cfg = run_config(tmp_path)
+    required = {key: cfg[key] for key in ("model_dir", "train_path", "eval_path")}
+    short = submission.train({**required, "max_steps": 3, "out_dir": str(tmp_path / "new" / "deeper")})
+    spelled = submission.train({**README_DEFAULTS, **required, "max_steps": 3, "out_dir": str(tmp_path / "spelled")})
+    assert short["log"] == spelled["log"], \
+        f"left out: {short['log'][:1]}...; spelled out: {spelled['log'][:1]}...: a left-out key takes its default"
+    recorded = json.loads(learner_file(short["record"], tmp_path)).get("config", {})
+    wrong = {key: recorded.get(key, "(missing)") for key, value in README_DEFAULTS.items()
+             if key != "max_steps" and recorded.get(key, "(missing)") != value}
+    assert not wrong, f"run.json's config records {wrong}; the README's defaults are {README_DEFAULTS}"
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.concept("The determinism contract")
+@pytest.mark.timeout(60)
+def test_one_seed_one_run(submission, tmp_path):
+    """two runs with one seed log the same numbers; another seed logs others"""
+    cfg = run_config(tmp_path, max_steps=2)
+    logs = [[(e["loss"], e["grad_norm"], e["tokens"]) for e in
+             submission.train({**cfg, "seed": seed, "out_dir": str(tmp_path / f"seed{i}")})["log"]]
+            for i, seed in enumerate((29, 29, 30))]
+    assert logs[0] == logs[1], f"seed 29 twice: {logs[0]} and {logs[1]}; seed the model and the data order"
+    assert logs[0] != logs[2], "seeds 29 and 30 logged the same numbers: the seed is not used"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("The determinism contract")
+@pytest.mark.timeout(60)
+def test_the_contracts_model_and_eval_batches(submission, tmp_path):
+    """scratch: the weights torch.manual_seed(seed) then from_config draw; pretrained from a bf16 checkpoint: its
+    weights in float32, trained in train mode; with weights that do not move, the final eval loss is the token mean
+    over every eval example, the last batch smaller"""
+    cfg = run_config(tmp_path, max_lr=STILL_LR, min_lr=0.0, max_steps=1, evaluation=uneven_documents(505, 10))
+    scratch = submission.probe(probes.watch_train, cfg)
+    assert_close(scratch["initial_params"], probes.flat(probes.build_micro_llama(MICRO, cfg["seed"]).parameters()),
+                 what="weights at the first forward pass (scratch)", tensor=True, rtol=0, atol=1e-7)
+    probes.build_micro_llama(MICRO, 77).to(torch.bfloat16).save_pretrained(tmp_path / "pretrained")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "pretrained", dtype=torch.float32).eval()
+    pretrained = submission.probe(probes.watch_train, {**cfg, "init": "pretrained", "out_dir": str(tmp_path / "p"),
+                                                       "model_dir": str(tmp_path / "pretrained")})
+    assert pretrained["param_dtypes"] == ["torch.float32"], \
+        f"a bf16 checkpoint trained as {pretrained['param_dtypes']}: the contract trains float32 weights"
+    assert all(f["training"] for step in pretrained["steps"] for f in step["forwards"]), \
+        "a pretrained model trained in eval mode (from_pretrained returns one): call model.train()"
+    assert_close(pretrained["initial_params"], probes.flat(loaded.parameters()), tensor=True, rtol=0, atol=0,
+                 what="weights at the first forward pass (pretrained)")
+    rows = uneven_documents(505, 10)
+    expected = token_mean_loss(loaded, [padded(rows[i:i + 4]) for i in range(0, 10, 4)])
+    assert close(pretrained["result"]["final_eval_loss"], expected, **SAME_NUMBER), (
+        f"final_eval_loss {pretrained['result']['final_eval_loss']:.6f}; the unchanged model's mean over all 10 eval "
+        f"examples, 4 at a time in file order (the last batch of 2), is {expected:.6f}")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("The determinism contract")
+@pytest.mark.timeout(60)
+def test_steps_take_the_contracts_batches_across_epochs(submission, tmp_path):
+    """22 examples, batches of 4, 2 per step, 6 steps: each step's token count is that of the next two batches of the
+    contract's loader (seeded, shuffled, incomplete batches dropped, a new order every epoch, steps across epochs)"""
+    rows = uneven_documents(606, 22)
+    cfg = run_config(tmp_path, train=rows, batch_size=4, grad_accum_steps=2, max_steps=6)
+    batches = contract_batches(rows, 4, cfg["seed"], 12)
+    expected = [counted(batches[i]) + counted(batches[i + 1]) for i in range(0, 12, 2)]
+    got = [entry["tokens"] for entry in submission.train(cfg)["log"]]
+    assert got == expected, (
+        f"tokens per step {got}; the contract's loader gives {expected} (5 batches an epoch: the third step takes the "
+        "last batch of epoch 1 and the first of epoch 2)")
+
+
+# ---------------------------------------------------------------- convergence
+
+def two_way_corpus(seed, n, length=14):
+    """Documents whose every next token is one of two, equally likely (the previous plus 1 or 2, wrapping):
+    after the first one, a predicted token carries exactly ln 2 nats."""
+    draw, span = random.Random(seed), VOCAB - 3
+    rows = []
+    for _ in range(n):
+        x = draw.randrange(span)
+        ids = [1, 3 + x]
+        for _ in range(length - 1):
+            x = (x + draw.choice((1, 2))) % span
+            ids.append(3 + x)
+        rows.append({"input_ids": ids + [2]})
+    return rows
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Convergence")
+@pytest.mark.timeout(90)
+def test_a_micro_model_learns_a_two_way_corpus(submission, tmp_path):
+    """60 steps from scratch on documents with a known floor: the final model's eval loss, measured here, ends within
+    0.2 nats above the floor and not below it"""
+    length = 14
+    floor = (math.log(VOCAB - 3) + (length - 1) * math.log(2)) / (length + 1)   # first token, steps of ln 2, eos
+    config = dict(MICRO, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2)
+    LlamaConfig(**config).save_pretrained(tmp_path / "wider")
+    cfg = run_config(tmp_path, train=two_way_corpus(7, 640, length), evaluation=two_way_corpus(8, 64, length),
+                     model_dir=str(tmp_path / "wider"), batch_size=16, max_steps=60, warmup_steps=6, max_lr=3e-2,
+                     min_lr=3e-3, weight_decay=0.1, clip_norm=1.0, log_every=10, eval_every=1000)
+    seen = submission.probe(probes.watch_train, cfg)
+    model = AutoModelForCausalLM.from_config(LlamaConfig(**config), dtype=torch.float32)
+    torch.nn.utils.vector_to_parameters(seen["final_params"], model.parameters())
+    rows = two_way_corpus(8, 64, length)
+    measured = token_mean_loss(model.eval(), [padded(rows[i:i + 16]) for i in range(0, 64, 16)])
+    assert measured >= floor - 0.05, (
+        f"eval loss {measured:.3f} nats/token is below the floor {floor:.3f}, which no model can beat: does the loss "
+        "score the next token (the shift)?")
+    assert measured <= floor + QUICK_CONVERGENCE_MARGIN, (
+        f"after 60 steps the final model's eval loss is {measured:.3f} nats/token; the floor is {floor:.3f} and a "
+        f"correct loop ends within {QUICK_CONVERGENCE_MARGIN} of it")

@@ -7,14 +7,26 @@ inputs and trains a real adapter; a pass here is a start, not a grade.
 """
 import importlib
 import json
+import math
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 
-from grader.core.checks import assert_close, assert_equal, learner_file, sibling_module
-from grader.tasks import DATASETS
+from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
+from grader.core.submission import StudentError
+from grader.tasks import DATASETS, EXERCISES
 
-probes = sibling_module(__file__, "probes")
+# Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
+# waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
+# times that on a loaded one).
+QUICK = 30
+
+probes = sibling_module(EXERCISES / "03_lora_sft" / "test_lora_sft.py", "probes")   # by path: a notebook has no __file__
+# One thread, as graded: the tiny Llama's matmuls are too small to share, and on a busy machine a
+# second thread waiting for a core makes a run many times slower.
+torch.set_num_threads(1)
 
 TOKENIZER = str(DATASETS / "tiny_llama")
 MICRO_LLAMA = dict(vocab_size=40, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
@@ -22,12 +34,18 @@ MICRO_LLAMA = dict(vocab_size=40, hidden_size=16, intermediate_size=24, num_hidd
 # float32, per value against 1 + |expected|: correct layers (any order of the products, F.linear or @)
 # stay within 3.2e-7 here; forgetting the scaling, or scaling by alpha / sqrt(r), is off by 0.5 and more.
 FP32 = dict(rtol=1e-5, atol=1e-5)
+# Logits of your trained model against its saved adapter reloaded here (and merged), within this
+# share of 1 + the largest |logit|: reloading gives the same logits, merging moves them by ~4e-5 of
+# that scale; an adapter saved before training, or not at all, is off by more than 0.5 of it.
+RELOAD = 1e-3
+END_OF_TURN, EOS = 7, 2          # the tiny Llama's <|end|> and </s>
 
 
 # ---------------------------------------------------------------- tests
 
 @pytest.mark.points(1)
 @pytest.mark.concept("LoRA by hand")
+@pytest.mark.timeout(QUICK)
 def test_a_fresh_layer_returns_the_base_output(submission):
     """shapes of A and B, scaling = alpha / r, only A and B trainable, and B = 0 makes a fresh layer equal its base"""
     generator = torch.Generator().manual_seed(0)
@@ -43,6 +61,7 @@ def test_a_fresh_layer_returns_the_base_output(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("LoRA by hand")
+@pytest.mark.timeout(QUICK)
 def test_forward_adds_the_scaled_low_rank_update(submission):
     """with A and B set, the output is base(x) + x A^T B^T * alpha / r"""
     generator = torch.Generator().manual_seed(1)
@@ -55,6 +74,7 @@ def test_forward_adds_the_scaled_low_rank_update(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Merging")
+@pytest.mark.timeout(QUICK)
 def test_the_merged_layer_computes_the_same(submission):
     """merged() folds the adapter into one weight: same outputs as the LoRA layer"""
     generator = torch.Generator().manual_seed(2)
@@ -68,6 +88,7 @@ def test_the_merged_layer_computes_the_same(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Adapters on a model")
+@pytest.mark.timeout(60)
 def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
     """all-linear on a micro Llama: the seven projections of each block, not lm_head; only adapters trainable"""
     seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 4, 8, "all-linear")
@@ -81,6 +102,7 @@ def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Adapters on a model")
+@pytest.mark.timeout(60)
 def test_trainable_parameters_counts_the_adapters(submission):
     """(trainable, total): r (in + out) per adapted layer; the total includes the adapters"""
     seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 4, 8, ["q_proj", "v_proj"])
@@ -92,6 +114,7 @@ def test_trainable_parameters_counts_the_adapters(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("The chat template and the loss mask")
+@pytest.mark.timeout(QUICK)
 def test_labels_cover_the_reply_and_its_end_of_turn(submission):
     """one exchange: labels are the reply and its closing <|end|>, -100 everywhere else"""
     from transformers import AutoTokenizer
@@ -113,6 +136,7 @@ def segments(row):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Packing")
+@pytest.mark.timeout(QUICK)
 def test_pack_fills_rows_without_padding(submission):
     """four examples into rows of 4: examples whole, positions restart, first labels -100, long ones split"""
     examples = [{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}, {"input_ids": [6]}, {"input_ids": [7, 8, 9, 10, 11]}]
@@ -132,6 +156,7 @@ def test_pack_fills_rows_without_padding(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Read the source")
+@pytest.mark.timeout(60)
 def test_where_in_source_names_installed_functions(submission):
     """every concept of the table resolves to a function of the installed trl, peft or transformers"""
     for concept in ["assistant_mask", "assistant_only_loss", "packing", "packed_boundaries", "all_linear",
@@ -154,15 +179,16 @@ def test_where_in_source_names_installed_functions(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Talking to the model")
+@pytest.mark.timeout(60)
 def test_generate_reply_decodes_the_new_tokens(submission):
     """greedy reply of the base model after the generation prompt: the new tokens only, as text"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     messages = [{"role": "user", "content": "the old cat sees anna."}]
     got = submission.probe(probes.reply, TOKENIZER, messages, 5)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(TOKENIZER), AutoTokenizer.from_pretrained(TOKENIZER)
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
-    out = model.generate(**prompt, max_new_tokens=5, do_sample=False, eos_token_id=[7, 2], pad_token_id=0)
-    expected = tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+    asked = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
+    out = model.generate(**asked, max_new_tokens=5, do_sample=False, eos_token_id=[7, 2], pad_token_id=0)
+    expected = tokenizer.decode(out[0, asked["input_ids"].shape[1]:], skip_special_tokens=True)
     assert got == expected, f"generate_reply returned {got!r}; greedy decoding of the new tokens gives {expected!r}"
 
 
@@ -182,3 +208,273 @@ def test_a_short_sft_run_saves_an_adapter(submission, tmp_path):
     assert len(result["train_loss"]) == 2, f"train_loss has {len(result['train_loss'])} entries for 2 steps"
     assert result["trainable_parameters"] == 147_968, \
         f"trainable_parameters = {result['trainable_parameters']}; r=16 on all linear layers of the tiny Llama is 147,968"
+
+
+# ---------------------------------------------------------------- more of each section
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("LoRA by hand")
+@pytest.mark.timeout(QUICK)
+def test_gradients_reach_only_the_adapters(submission):
+    """the gradients of A and B are those of base(x) + x A^T B^T * alpha / r; the base gets none; a fresh A is
+    Kaiming-uniform (within +-1/sqrt(in), spread as uniform); a bf16 base gets bf16 adapters"""
+    g = _gen(11)
+    weight, bias, x = torch.randn(9, 300, generator=g), torch.randn(9, generator=g), torch.randn(4, 300, generator=g)
+    A, B, upstream = torch.randn(3, 300, generator=g), torch.randn(9, 3, generator=g), torch.randn(4, 9, generator=g)
+    seen = submission.probe(probes.lora_details, weight, bias, 3, 6.0, x, A, B, upstream)
+    a, b = A.clone().requires_grad_(True), B.clone().requires_grad_(True)
+    (((x @ weight.T + bias + x @ a.T @ b.T * 2.0) * upstream).sum()).backward()
+    for name, want in (("lora_A", a.grad), ("lora_B", b.grad)):
+        assert seen["grads"].get(name) is not None, f"{name} received no gradient"
+        assert_close(seen["grads"][name], want, what=f"gradient of {name}", tensor=True, rtol=1e-4, atol=1e-4)
+    leaked = sorted(name for name, grad in seen["grads"].items() if name.startswith("base") and grad is not None)
+    assert not leaked, f"{leaked} received gradients: the base is frozen"
+    fresh, bound = seen["fresh_A"], 1 / math.sqrt(300)
+    assert 0.5 * bound < float(fresh.abs().max()) <= bound * (1 + 1e-6), \
+        f"a fresh lora_A reaches {float(fresh.abs().max()):.4g}; kaiming_uniform_(a=sqrt(5)) draws within +-{bound:.4g}"
+    spread = float(fresh.std()) / (bound / math.sqrt(3))
+    assert abs(spread - 1) < 0.15, f"a fresh lora_A's spread is {spread:.2f} times a uniform one's in +-1/sqrt(in)"
+    low = submission.probe(probes.lora_details, weight[:, :8].bfloat16(), None, 2, 4.0, x[:, :8].bfloat16(),
+                           A[:2, :8].bfloat16(), B[:, :2].bfloat16(), upstream.bfloat16())
+    assert low["dtypes"] == ["torch.bfloat16", "torch.bfloat16"], \
+        f"lora_A and lora_B of a bf16 base are {low['dtypes']}: the base's dtype"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("LoRA by hand")
+@pytest.mark.timeout(QUICK)
+def test_dropout_acts_on_the_adapter_input_in_training_only(submission):
+    """dropout 0.5 with A and B summing every feature into every output: in training each row's update is the same
+    for all outputs (the input was dropped, not the output), some rows lose features, the base path is never
+    dropped; in eval mode nothing is dropped"""
+    g = _gen(12)
+    weight, bias, x = torch.randn(4, 6, generator=g), torch.randn(4, generator=g), torch.rand(64, 6, generator=g) + 0.5
+    A, B, upstream = torch.ones(1, 6), torch.ones(4, 1), torch.ones(64, 4)
+    base = x @ weight.T + bias
+    train = submission.probe(probes.lora_details, weight, bias, 1, 1.0, x, A, B, upstream, 0.5, True)
+    update = train["out"] - base
+    assert_close(update, update[:, :1].expand(-1, 4), tensor=True, rtol=1e-5, atol=1e-5,
+                 what="the adapter's update in training, output by output (dropout on the output draws apart)")
+    full = x.sum(1, keepdim=True)
+    assert (update[:, :1] - full).abs().max() > 1e-3, "in training with dropout 0.5 no input feature was ever dropped"
+    still = submission.probe(probes.lora_details, weight, bias, 1, 1.0, x, A, torch.zeros(4, 1), upstream, 0.5, True)
+    assert_close(still["out"], base, what="a layer with B = 0 in training (the base path is never dropped)",
+                 tensor=True, **FP32)
+    evaluation = submission.probe(probes.lora_details, weight, bias, 1, 1.0, x, A, B, upstream, 0.5, False)
+    assert_close(evaluation["out"], base + full, what="the layer in eval mode (nothing dropped)", tensor=True, **FP32)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Merging")
+@pytest.mark.timeout(QUICK)
+def test_merged_is_a_plain_linear_and_leaves_the_layer_alone(submission):
+    """a base without bias: merged() is an nn.Linear computing what the layer computes; the layer's base weight is
+    unchanged"""
+    g = _gen(13)
+    weight, x = torch.randn(3, 5, generator=g), torch.randn(7, 5, generator=g)
+    A, B = torch.randn(2, 5, generator=g), torch.randn(3, 2, generator=g)
+    seen = submission.probe(probes.lora_details, weight, None, 2, 3.0, x, A, B, torch.ones(7, 3))
+    assert seen["merged_type"] == "Linear", f"merged() returned a {seen['merged_type']}, not a plain nn.Linear"
+    assert_close(seen["merged_out"], x @ (weight + 1.5 * B @ A).T, what="merged()(x)", tensor=True, **FP32)
+    assert seen["base_weight_kept"], "merged() changed the LoRA layer's base weight: build a new layer instead"
+    assert_close(seen["unmerged_out"], seen["merged_out"], what="the LoRA layer after merged()", tensor=True, **FP32)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Adapters on a model")
+@pytest.mark.timeout(QUICK)
+def test_add_lora_by_name_list(submission):
+    """a list selects modules whose dotted name ends with '.' + a name (the head too, when listed); a name that ends
+    no module's name raises ValueError; everything outside the adapters is frozen"""
+    seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 2, 4, ["up_proj", "lm_head"])
+    assert seen["returned_the_model"], "add_lora must return the model it adapted in place"
+    expected = ["lm_head", "model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj"]
+    assert seen["adapted"] == expected, f"adapted modules {seen['adapted']}, expected {expected}"
+    assert all(name.endswith((".lora_A", ".lora_B")) for name in seen["trainable"]), \
+        f"trainable parameters {seen['trainable']}: only the adapters"
+    with pytest.raises(StudentError) as raised:
+        submission.probe(probes.adapted_model, MICRO_LLAMA, 2, 4, ["proj"])
+    assert raised.value.info["type"] == "ValueError", \
+        f"target_modules=['proj'] (every projection ends with '_proj', none with '.proj') raised " \
+        f"{raised.value.info['type']}, expected ValueError: a name is matched by its last components, not as a substring"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Adapters on a model")
+@pytest.mark.timeout(QUICK)
+def test_trainable_parameters_counts_a_tied_weight_once(submission):
+    """tied embeddings, adapters on q_proj: (trainable, total) as peft's get_nb_trainable_parameters counts them"""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    config = {**MICRO_LLAMA, "tie_word_embeddings": True}
+    seen = submission.probe(probes.adapted_model, config, 2, 4, ["q_proj"])
+    model = AutoModelForCausalLM.from_config(LlamaConfig(**config))
+    expected = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"])).get_nb_trainable_parameters()
+    assert tuple(seen["counts"]) == tuple(expected), \
+        f"trainable_parameters = {tuple(seen['counts'])}; peft counts {tuple(expected)} (a tied weight is one parameter)"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("The chat template and the loss mask")
+@pytest.mark.timeout(QUICK)
+def test_labels_of_a_multi_turn_conversation(submission):
+    """a system prompt and two exchanges, the pad token set to <|end|>: labels exactly where the template's mask is,
+    every <|end|> that closes a reply kept, unshifted; max_length keeps the first tokens"""
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    messages = [{"role": "system", "content": "answer with one word: the first noun."},
+                {"role": "user", "content": "a quiet owl finds the lamp."}, {"role": "assistant", "content": "owl"},
+                {"role": "user", "content": "the lamp sleeps."}, {"role": "assistant", "content": "lamp"}]
+    template = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids = list(template["input_ids"])
+    expected = [t if keep else -100 for t, keep in zip(ids, template["assistant_masks"])]
+    got = submission.probe(probes.chat_tokens, TOKENIZER, messages, None, "<|end|>")
+    assert got["input_ids"] == ids, "input_ids must be the chat template's tokens"
+    assert got["labels"] == expected, (
+        f"labels on {[tokenizer.convert_ids_to_tokens(t) for t in got['labels'] if t != -100]}; the template marks "
+        f"{[tokenizer.convert_ids_to_tokens(t) for t in expected if t != -100]} (mask by position, never by token id)")
+    cut = submission.probe(probes.chat_tokens, TOKENIZER, messages, 20)
+    assert cut["input_ids"] == ids[:20] and cut["labels"] == expected[:20] and cut["attention_mask"] == [1] * 20, \
+        "max_length=20 keeps the first 20 tokens of all three lists"
+
+
+def _rows_of(rows):
+    return sorted(tuple(row["input_ids"]) for row in rows)
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Packing")
+@pytest.mark.timeout(QUICK)
+def test_pack_keeps_labels_skips_empties_and_leaves_no_mergeable_rows(submission):
+    """rows of 6: an example's own labels kept (its first one -100), empty examples skipped, no tokens at all gives no
+    rows, and no two rows fit together"""
+    examples = [{"input_ids": [11, 12, 13, 14], "labels": [-100, -100, 13, 14]}, {"input_ids": []},
+                {"input_ids": [21, 22]}, {"input_ids": [31, 32, 33], "labels": [31, -100, 33], "id": 3},
+                {"input_ids": [41]}, {"input_ids": [51, 52, 53, 54, 55]}]
+    rows = submission.pack(examples, 6)
+    lengths = sorted(len(row["input_ids"]) for row in rows)
+    assert sum(lengths) == 15 and all(n <= 6 for n in lengths), f"row lengths {lengths}: 15 tokens in rows of at most 6"
+    for i, a in enumerate(lengths):
+        for b in lengths[i + 1:]:
+            assert a + b > 6, f"rows of {a} and {b} tokens could share one row of 6: open a row only when none fits"
+    pieces = {}
+    for row in rows:
+        starts = [i for i, p in enumerate(row["position_ids"]) if p == 0] + [len(row["position_ids"])]
+        for a, b in zip(starts, starts[1:]):
+            pieces[tuple(row["input_ids"][a:b])] = row["labels"][a:b]
+    want = {(11, 12, 13, 14): [-100, -100, 13, 14], (21, 22): [-100, 22], (31, 32, 33): [-100, -100, 33],
+            (41,): [-100], (51, 52, 53, 54, 55): [-100, 52, 53, 54, 55]}
+    assert pieces == want, f"examples (as position_ids cut them) and their labels: {pieces}; expected {want}"
+    assert submission.pack([{"input_ids": []}], 4) == [], "examples with no tokens at all pack into no rows: []"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Talking to the model")
+@pytest.mark.timeout(60)
+def test_the_reply_stops_at_the_end_of_turn(submission, tmp_path):
+    """a model rigged to answer 'dog', then <|end|>, then 'owl' forever: the reply is 'dog' (stop at <|end|>, not only
+    at </s>), and the model, handed over in train mode, is left in train mode"""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model = AutoModelForCausalLM.from_pretrained(TOKENIZER, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    dog, owl, assistant = tokenizer.convert_tokens_to_ids(["▁dog", "▁owl", "<|assistant|>"])
+    with torch.no_grad():                   # blocks that add nothing: the logits read the last token's embedding
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embed = model.get_input_embeddings().weight
+        head = torch.zeros_like(model.lm_head.weight)
+        for token, following in ((assistant, dog), (dog, END_OF_TURN), (END_OF_TURN, owl), (owl, owl)):
+            head[following] = 50 * embed[token] / embed[token].norm()
+        model.lm_head.weight.copy_(head)
+    model.save_pretrained(tmp_path / "rigged")
+    tokenizer.save_pretrained(tmp_path / "rigged")
+    messages = [{"role": "user", "content": "the old dog sees anna."}]
+    seen = submission.probe(probes.reply_and_mode, str(tmp_path / "rigged"), messages, 6, True)
+    assert seen["reply"] == "dog", (f"generate_reply returned {seen['reply']!r}; the rigged model says 'dog' then "
+                                    "<|end|>: stop at <|end|> as well as </s>, decode only the new tokens")
+    assert seen["training_after"], "the model came in train mode and left in eval mode: restore the mode it was in"
+
+
+def _trusted_copy(adapter_dir, tmp_path, into):
+    """The adapter's two files, read within tmp_path and copied into a folder of the test's own."""
+    folder = Path(adapter_dir)
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (into / name).write_bytes(learner_file(folder / name, tmp_path, limit=64 << 20))
+    return into
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("The real thing: peft + trl")
+@pytest.mark.timeout(300)
+def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, tmp_path):
+    """three steps: LoraConfig(r=16, alpha=32, dropout=0.05, all-linear, CAUSAL_LM) saved, LoRA weights only in the
+    file, the base weights unchanged, nothing written outside out_dir"""
+    from safetensors import safe_open
+    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[8:32]
+    (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "work").mkdir()
+    ids = torch.tensor([[1, 5, 20, 30, 7, 6]])
+    seen = submission.probe(probes.sft_run, TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "out"),
+                            {"max_steps": 3, "learning_rate": 2e-3, "batch_size": 8}, str(tmp_path / "work"), ids)
+    assert seen["left_in_work_dir"] == [], (f"the run wrote {seen['left_in_work_dir']} into the working directory: "
+                                            "give the trainer an output_dir inside out_dir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "train.jsonl", "work"], \
+        f"the run wrote outside out_dir: {sorted(p.name for p in tmp_path.iterdir())}"
+    assert seen.get("base_weights_kept"), "the base model's weights changed in training: only the adapters train"
+    config = json.loads(learner_file(tmp_path / "out" / "adapter_config.json", tmp_path))
+    got = {key: config.get(key) for key in ("r", "lora_alpha", "lora_dropout", "task_type")}
+    want = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "task_type": "CAUSAL_LM"}
+    assert got == want, f"adapter_config.json says {got}; the contract's LoraConfig gives {want}"
+    assert set(config.get("target_modules") or []) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                       "down_proj"}, \
+        f"the adapter targets {config.get('target_modules')}: all-linear on a Llama is the seven projections"
+    with tempfile.TemporaryDirectory() as trusted:
+        with safe_open(str(_trusted_copy(tmp_path / "out", tmp_path, Path(trusted)) / "adapter_model.safetensors"),
+                       "pt") as weights:
+            names = list(weights.keys())
+    assert names and all("lora_" in name for name in names), \
+        f"adapter_model.safetensors holds {[n for n in names if 'lora_' not in n][:3]}: save the LoRA weights only"
+    assert len(seen["result"]["train_loss"]) == 3, f"{len(seen['result']['train_loss'])} losses for 3 steps"
+    batch = seen["first_batch"]
+    assert batch is not None and "labels" in batch, "the trainer computed no loss on a batch with labels"
+    labelled = set(batch["labels"][batch["labels"] != -100].tolist())
+    markers = {1: "<s>", 4: "<|system|>", 5: "<|user|>", 6: "<|assistant|>"}
+    assert not labelled & set(markers) and END_OF_TURN in labelled, (
+        f"the trainer's first batch has labels on {[markers[t] for t in sorted(labelled & set(markers))]}: with "
+        "assistant_only_loss=True only the replies and their <|end|> are targets")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Does it learn?")
+@pytest.mark.timeout(300)
+def test_a_few_steps_lower_the_loss_and_the_adapter_reloads(submission, tmp_path):
+    """six steps of 8 conversations at 3e-3: the loss falls, and the saved adapter, reloaded with peft (and merged),
+    gives the logits the trained model gave"""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[100:148]
+    (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "work").mkdir()
+    ids = torch.tensor([[1, 5, 40, 90, 120, 7, 6]])
+    seen = submission.probe(probes.sft_run, TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "out"),
+                            {"max_steps": 6, "learning_rate": 3e-3, "batch_size": 8}, str(tmp_path / "work"), ids)
+    losses = seen["result"]["train_loss"]
+    assert len(losses) == 6 and losses[-1] < 0.8 * losses[0], \
+        f"training losses {[round(x, 2) for x in losses]}: six steps at 3e-3 bring the reply loss well down"
+    assert "logits" in seen, "no SFTTrainer was trained: nothing to compare the adapter with"
+    with tempfile.TemporaryDirectory() as trusted:
+        adapter = str(_trusted_copy(seen["result"]["adapter_dir"], tmp_path, Path(trusted)))
+        base = AutoModelForCausalLM.from_pretrained(TOKENIZER, dtype=torch.float32)
+        reloaded = PeftModel.from_pretrained(base, adapter).eval()
+        with torch.no_grad():
+            logits = reloaded(input_ids=ids).logits
+            merged = reloaded.merge_and_unload()(input_ids=ids).logits
+    scale = dict(rtol=0.0, atol=RELOAD * (1 + float(logits.abs().max())))
+    assert_close(seen["logits"], logits, what="your trained model's logits against its adapter reloaded", tensor=True,
+                 **scale)
+    assert_close(merged, logits, what="the merged model's logits against the reloaded adapter", tensor=True, **scale)

@@ -10,6 +10,13 @@ import os
 import pytest
 import torch
 
+from grader.core.submission import StudentError
+
+# Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
+# waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
+# times that on a loaded one).
+QUICK = 30
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # meta-llama/Meta-Llama-3-8B's config.json, the architecture fields.
@@ -21,13 +28,13 @@ TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
 ACTIVATION_TOLERANCE = 0.25      # an estimate derived term by term, not a replay of every saved tensor
 
 
-def hf_model(config, device="meta"):
+def hf_model(config, device="meta", dtype=torch.float32):
     from transformers import AutoConfig, AutoModelForCausalLM
     fields = {k: v for k, v in config.items() if k != "model_type"}
     hf_config = AutoConfig.for_model(config["model_type"], attn_implementation="eager", **fields)
     torch.manual_seed(0)
     with torch.device(device):
-        return AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).train()
+        return AutoModelForCausalLM.from_config(hf_config, dtype=dtype).train()
 
 
 def saved_bytes(model, batch, seq_len):
@@ -49,6 +56,7 @@ def saved_bytes(model, batch, seq_len):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Parameters from a config")
+@pytest.mark.timeout(60)
 def test_param_count_of_a_tiny_llama(submission):
     """param_count equals the parameters of the model from_config builds on the meta device"""
     expected = sum(p.numel() for p in hf_model(TINY_LLAMA).parameters())
@@ -58,6 +66,7 @@ def test_param_count_of_a_tiny_llama(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Parameters from a config")
+@pytest.mark.timeout(QUICK)
 def test_llama_3_8b_has_8_03_billion_parameters(submission):
     """Llama 3 8B has 8,030,261,248 parameters"""
     got = submission.param_count(LLAMA_3_8B)
@@ -66,6 +75,7 @@ def test_llama_3_8b_has_8_03_billion_parameters(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("LoRA parameters")
+@pytest.mark.timeout(QUICK)
 def test_lora_on_every_linear_layer_of_llama_3_8b(submission):
     """r=16 on every linear layer of the blocks: 1,310,720 per block, 41,943,040 in all"""
     got = submission.lora_param_count(LLAMA_3_8B, 16)
@@ -74,6 +84,7 @@ def test_lora_on_every_linear_layer_of_llama_3_8b(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Training state memory")
+@pytest.mark.timeout(QUICK)
 def test_full_fine_tuning_of_llama_3_8b(submission):
     """full fine-tuning: 16 bytes per parameter, 128.5 GB"""
     state = submission.training_memory(LLAMA_3_8B)
@@ -84,6 +95,7 @@ def test_full_fine_tuning_of_llama_3_8b(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("KV cache")
+@pytest.mark.timeout(QUICK)
 def test_kv_cache_of_llama_3_8b(submission):
     """Llama 3 8B caches 128 KiB per token: 2 x 32 layers x 8 KV heads x 128 x 2 bytes"""
     got = submission.kv_cache_bytes(LLAMA_3_8B, 1, 1)
@@ -92,6 +104,7 @@ def test_kv_cache_of_llama_3_8b(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Activations")
+@pytest.mark.timeout(QUICK)
 def test_residual_stream_of_llama_3_8b(submission):
     """at 4096 tokens the residual stream is 32 MiB per layer, 1 GiB in all"""
     got = submission.residual_stream_bytes(LLAMA_3_8B, 1, 4096)
@@ -100,6 +113,7 @@ def test_residual_stream_of_llama_3_8b(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Activations")
+@pytest.mark.timeout(60)
 def test_activations_of_a_tiny_llama_against_saved_tensors(submission):
     """activation_bytes (fp32) is within 25% of what autograd saves in a CPU forward"""
     threads = torch.get_num_threads()
@@ -115,6 +129,7 @@ def test_activations_of_a_tiny_llama_against_saved_tensors(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Decode and prefill")
+@pytest.mark.timeout(QUICK)
 def test_decode_and_prefill_on_an_h100(submission):
     """Llama 3 8B on an H100 SXM: >= 4.8 ms per token (~208 tokens/s), ~67 ms to prefill 4096 tokens"""
     decode = submission.decode_ms_per_token(8_030_261_248, 2, 3.35e12)
@@ -124,6 +139,7 @@ def test_decode_and_prefill_on_an_h100(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Arithmetic intensity")
+@pytest.mark.timeout(QUICK)
 def test_ridge_point_and_decode_gemv(submission):
     """the H100's ridge point is ~295 FLOP/byte; a batch-1 matmul is memory-bound"""
     ridge = submission.ridge_point(989e12, 3.35e12)
@@ -135,9 +151,249 @@ def test_ridge_point_and_decode_gemv(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Which block did the OOM land in?")
+@pytest.mark.timeout(QUICK)
 def test_longer_sequences_grow_the_activations(submission):
     """same model, same batch, 4x the sequence length: the OOM lands in the activations"""
     before = {"config": LLAMA_3_8B, "method": "lora", "seq_len": 2048}
     after = {"config": LLAMA_3_8B, "method": "lora", "seq_len": 8192}
     got = submission.oom_culprit(before, after)
     assert got == "activations", f"oom_culprit(seq_len 2048 -> 8192): expected 'activations', got {got!r}"
+
+
+# ---------------------------------------------------------------- more of each section
+
+def meta_count(config):
+    return sum(p.numel() for p in hf_model(config).parameters())
+
+
+def lora_count_of(config, r, names):
+    """r (in + out) over the nn.Linear modules of the meta model whose name ends with one of `names`."""
+    model = hf_model(config)
+    return sum(r * (m.in_features + m.out_features) for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and name.split(".")[-1] in names)
+
+
+SMALL_QWEN2 = {"model_type": "qwen2", "hidden_size": 48, "intermediate_size": 80, "num_hidden_layers": 3,
+               "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 123, "tie_word_embeddings": True}
+SMALL_GEMMA = {"model_type": "gemma", "hidden_size": 40, "intermediate_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 97}
+SMALL_MIXTRAL = {"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 71, "num_local_experts": 3,
+                 "num_experts_per_tok": 2, "tie_word_embeddings": False}
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Parameters from a config")
+@pytest.mark.timeout(60)
+def test_param_count_of_tied_biased_and_wide_heads(submission):
+    """a Qwen2 with tied embeddings (q, k, v biases), a Gemma whose heads x head_dim is wider than hidden_size, a
+    Mixtral of 3 experts (every expert and the router count)"""
+    for config in (SMALL_QWEN2, SMALL_GEMMA, SMALL_MIXTRAL):
+        expected, got = meta_count(config), submission.param_count(config)
+        assert got == expected, f"param_count({config['model_type']} {config}): expected {expected:,}, got {got!r}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Units and conventions")
+@pytest.mark.timeout(60)
+def test_keys_left_out_mean_what_hugging_face_makes_of_them(submission):
+    """a llama without num_key_value_heads and with head_dim null, a gpt2 without n_inner, a mistral whose
+    attention_bias is ignored: counted as the meta-device model"""
+    old_llama = {k: v for k, v in TINY_LLAMA.items() if k not in ("num_key_value_heads", "tie_word_embeddings")}
+    gpt2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40, "vocab_size": 90}
+    mistral = {**TINY_LLAMA, "model_type": "mistral", "attention_bias": True}
+    for config in ({**old_llama, "head_dim": None}, {**TINY_LLAMA, "num_key_value_heads": None}, gpt2,
+                   {**gpt2, "n_inner": None}, mistral):
+        expected, got = meta_count(config), submission.param_count(config)
+        assert got == expected, f"param_count({config}): expected {expected:,}, got {got!r}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("LoRA parameters")
+@pytest.mark.timeout(60)
+def test_lora_on_named_layers_and_a_name_the_model_lacks(submission):
+    """["k_proj", "down_proj"] at r=4 on a Qwen2: r (in + out) per adapted layer; a name the model lacks raises
+    ValueError"""
+    got = submission.lora_param_count(SMALL_QWEN2, 4, ["k_proj", "down_proj"])
+    expected = lora_count_of(SMALL_QWEN2, 4, ("k_proj", "down_proj"))
+    assert got == expected, f"lora_param_count(qwen2, 4, ['k_proj', 'down_proj']): expected {expected:,}, got {got!r}"
+    with pytest.raises(StudentError) as raised:
+        submission.lora_param_count(SMALL_QWEN2, 4, ["qkv_proj"])
+    assert raised.value.info["type"] == "ValueError", \
+        f"a name the model does not have raised {raised.value.info['type']}, expected ValueError (a typo adapts nothing)"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("LoRA and QLoRA memory")
+@pytest.mark.timeout(60)
+def test_lora_and_qlora_state_of_a_small_model(submission):
+    """r=8 on q_proj and v_proj of a Qwen2 whose size is not a multiple of 64: 2 bytes per base parameter (LoRA) or
+    half a byte plus a 4-byte scale per started block of 64 (QLoRA), 16 per adapter parameter, nothing else"""
+    n, adapters = meta_count(SMALL_QWEN2), lora_count_of(SMALL_QWEN2, 8, ("q_proj", "v_proj"))
+    assert n % 64, "course problem: the model's size should not be a multiple of 64"
+    for method, weights in (("lora", 2 * n), ("qlora", n / 2 + 4 * math.ceil(n / 64))):
+        got = submission.training_memory(SMALL_QWEN2, method, lora_r=8, lora_targets=["q_proj", "v_proj"])
+        expected = {"weights": weights, "grads": 0, "master_weights": 0, "optimizer": 0, "lora": 16 * adapters,
+                    "total": weights + 16 * adapters}
+        wrong = {k: got.get(k) for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)}
+        assert not wrong, f"training_memory(qwen2, {method!r}, r=8, q_proj+v_proj): expected {expected}, got {got!r}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Sharding with FSDP")
+@pytest.mark.timeout(60)
+def test_fsdp_divides_every_block(submission):
+    """full, LoRA and QLoRA over 4 GPUs: every block a quarter of one GPU's, QLoRA's scales included"""
+    for method in ("full", "lora", "qlora"):
+        one = submission.training_memory(SMALL_QWEN2, method)
+        four = submission.training_memory(SMALL_QWEN2, method, n_gpus=4)
+        wrong = {k: (four.get(k), v / 4) for k, v in one.items() if not math.isclose(four.get(k, math.nan), v / 4)}
+        assert not wrong, f"training_memory(qwen2, {method!r}, n_gpus=4) against a quarter of n_gpus=1: {wrong}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Gradient checkpointing")
+@pytest.mark.timeout(QUICK)
+def test_checkpointing_keeps_block_inputs_and_one_block(submission):
+    """one more layer adds one block input (T h b) to the checkpointed peak and a whole block without checkpointing;
+    the peak is linear in batch and below the plain activations"""
+    deeper = {**TINY_LLAMA, "num_hidden_layers": 3}
+    peak = [submission.activation_bytes(c, 2, 64, checkpointing=True) for c in (TINY_LLAMA, deeper)]
+    plain = [submission.activation_bytes(c, 2, 64) for c in (TINY_LLAMA, deeper)]
+    block_input = 2 * 64 * TINY_LLAMA["hidden_size"] * 2
+    assert abs((peak[1] - peak[0]) / block_input - 1) <= ACTIVATION_TOLERANCE, (
+        f"a third layer adds {peak[1] - peak[0]:,} bytes to the checkpointed peak; it adds its input, "
+        f"{block_input:,} bytes (the recomputed block is still only one)")
+    assert plain[1] - plain[0] > 4 * block_input, \
+        f"a third layer adds {plain[1] - plain[0]:,} bytes without checkpointing: a whole block's saved tensors"
+    assert peak[0] < plain[0], f"checkpointing gives {peak[0]:,} bytes, no less than {plain[0]:,} without it"
+    block = plain[1] - plain[0]
+    assert peak[0] - 2 * block_input > block / 2, (
+        f"beyond the two block inputs the checkpointed peak holds {peak[0] - 2 * block_input:,} bytes, less than "
+        f"half of one block's {block:,}: the block being recomputed in backward saves its tensors too")
+    triple = submission.activation_bytes(TINY_LLAMA, 6, 64, checkpointing=True)
+    assert math.isclose(triple, 3 * peak[0]), f"batch 6 gives {triple:,}, not 3 x batch 2's {peak[0]:,}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Does it fit?")
+@pytest.mark.timeout(QUICK)
+def test_fits_on_llama_3_8b_at_2048_tokens(submission):
+    """at 2048 tokens (README: 40.8 GB of activations, 2.9 GB checkpointed): LoRA fits 80 GB, not 40; QLoRA
+    checkpointed fits 12 GB, not 6; an inference setup that needs exactly the memory fits, one byte less does not"""
+    cases = [("lora", 80e9, {}, True), ("lora", 40e9, {}, False), ("qlora", 12e9, {"checkpointing": True}, True),
+             ("qlora", 6e9, {"checkpointing": True}, False), ("full", 24e9, {"n_gpus": 8, "checkpointing": True}, True),
+             ("full", 40e9, {"n_gpus": 8}, False),                   # activations are not sharded
+             ("lora", 16.5e9, {"checkpointing": True}, False)]       # 16.73 GB of r=16 all-linear state
+    for method, memory, extra, expected in cases:
+        got = submission.fits(LLAMA_3_8B, method, memory, seq_len=16 if memory == 16.5e9 else 2048, **extra)
+        assert got is expected, f"fits(Llama 3 8B, {method!r}, {memory / 1e9:g} GB, seq_len=2048, {extra}): " \
+                                f"expected {expected}, got {got!r}"
+    need = (2 * 8_030_261_248 + 4 * 1024 * 131_072) / 2        # weights and 4 x 1024 tokens of cache, over 2 GPUs
+    for memory, expected in ((need, True), (need - 1, False)):
+        got = submission.fits(LLAMA_3_8B, "inference", memory, n_gpus=2, batch=4, seq_len=1024)
+        assert got is expected, f"fits(inference, {memory:,.0f} bytes, 2 GPUs): needs {need:,.0f}, expected {expected}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Which block did the OOM land in?")
+@pytest.mark.timeout(QUICK)
+def test_the_optimizer_and_the_cache_grow(submission):
+    """plain SGD replaced by 8-bit AdamW (full or LoRA) or by the default AdamW: the optimizer block; SGD on 1 GPU
+    instead of 8: the fp32 master copy in the optimizer block; serving 4 sequences instead of 1: the KV cache;
+    identical setups: weights, the first block"""
+    cases = [({"config": TINY_LLAMA, "method": "full", "optimizer": "sgd"},
+              {"config": TINY_LLAMA, "method": "full", "optimizer": "adamw_8bit"}, "optimizer"),
+             ({"config": LLAMA_3_8B, "method": "inference", "seq_len": 1024},
+              {"config": LLAMA_3_8B, "method": "inference", "seq_len": 1024, "batch": 4}, "kv_cache"),
+             ({"config": LLAMA_3_8B, "method": "qlora"}, {"config": LLAMA_3_8B, "method": "qlora"}, "weights"),
+             ({"config": TINY_LLAMA, "method": "full", "optimizer": "sgd"}, {"config": TINY_LLAMA, "method": "full"},
+              "optimizer"),                                          # no optimizer given: AdamW
+             ({"config": TINY_LLAMA, "method": "lora", "optimizer": "sgd"},
+              {"config": TINY_LLAMA, "method": "lora", "optimizer": "adamw_8bit"}, "optimizer"),
+             ({"config": LLAMA_3_8B, "method": "full", "optimizer": "sgd", "n_gpus": 8, "checkpointing": True},
+              {"config": LLAMA_3_8B, "method": "full", "optimizer": "sgd", "checkpointing": True}, "optimizer")]
+    for before, after, expected in cases:
+        got = submission.oom_culprit(before, after)
+        assert got == expected, f"oom_culprit({before} -> {after}): expected {expected!r}, got {got!r}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("KV cache")
+@pytest.mark.timeout(QUICK)
+def test_kv_cache_of_a_multi_head_gpt2_in_fp32(submission):
+    """GPT-2 caches all n_head heads of n_embd / n_head, fp32 doubles bf16; a Gemma's stated head_dim counts; a
+    sliding window does not shorten the count"""
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 3, "n_head": 4, "n_positions": 128, "vocab_size": 90}
+    got = submission.kv_cache_bytes(gpt2, 2, 10, bytes_per_value=4)
+    expected = 2 * 3 * 2 * 10 * 4 * 16 * 4
+    assert got == expected, f"kv_cache_bytes(gpt2, batch 2, 10 tokens, fp32): expected {expected:,}, got {got!r}"
+    gemma = submission.kv_cache_bytes(SMALL_GEMMA, 1, 5)
+    assert gemma == 2 * 2 * 5 * 1 * 16 * 2, f"kv_cache_bytes(gemma, head_dim 16 stated): got {gemma!r}"
+    windowed = {**TINY_LLAMA, "model_type": "mistral", "sliding_window": 8}
+    assert submission.kv_cache_bytes(windowed, 1, 20) == 2 * 2 * 20 * 2 * 16 * 2, \
+        "a sliding window shorter than the sequence: the formula still counts every token"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Arithmetic intensity")
+@pytest.mark.timeout(QUICK)
+def test_intensity_on_the_ridge_is_compute_bound(submission):
+    """a 64-row matmul's intensity; an intensity exactly at the ridge point is compute-bound, just below memory-bound"""
+    got = submission.matmul_intensity(64, 1024, 512)
+    expected = 2 * 64 * 1024 * 512 / (2 * (64 * 512 + 512 * 1024 + 64 * 1024))
+    assert math.isclose(got, expected), f"matmul_intensity(64, 1024, 512): expected {expected:.4f}, got {got!r}"
+    assert submission.bound(100.0, 200e12, 2e12) == "compute", "intensity 100 at a ridge of 100: compute-bound"
+    assert submission.bound(99.9, 200e12, 2e12) == "memory", "intensity 99.9 below a ridge of 100: memory-bound"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Training state memory")
+@pytest.mark.timeout(60)
+def test_full_state_block_by_block_and_an_unknown_method(submission):
+    """full fine-tuning of a small Qwen2: 2, 2, 4 and 8 bytes per parameter, no LoRA block; an unknown method raises
+    ValueError"""
+    n = meta_count(SMALL_QWEN2)
+    got = submission.training_memory(SMALL_QWEN2, "full")
+    expected = {"weights": 2 * n, "grads": 2 * n, "master_weights": 4 * n, "optimizer": 8 * n, "lora": 0, "total": 16 * n}
+    assert all(math.isclose(got.get(k, math.nan), v, abs_tol=1e-6) for k, v in expected.items()), \
+        f"training_memory(qwen2 of {n:,} parameters, 'full'): expected {expected}, got {got!r}"
+    with pytest.raises(StudentError) as raised:
+        submission.training_memory(SMALL_QWEN2, "adapter")
+    assert raised.value.info["type"] == "ValueError", \
+        f"method='adapter' raised {raised.value.info['type']}, expected ValueError: an unknown method must not pass"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Activations")
+@pytest.mark.timeout(60)
+def test_bf16_activations_where_scores_or_the_loss_dominate(submission):
+    """bf16 training forwards on the CPU, within 25% of what autograd saves: long sequences (the seq^2 probabilities
+    with repeated k and v) and a large vocabulary (the fp32 log-probabilities); GPT-2 raises ValueError"""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)            # tiny matmuls: extra threads only wait
+    try:
+        for config, batch, seq_len in (({**TINY_LLAMA, "num_key_value_heads": 1}, 1, 160),
+                                       ({**TINY_LLAMA, "vocab_size": 3000}, 3, 12)):
+            measured = saved_bytes(hf_model(config, "cpu", torch.bfloat16), batch, seq_len)
+            got = submission.activation_bytes(config, batch, seq_len)
+            assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, (
+                f"activation_bytes(vocab {config['vocab_size']}, {config['num_key_value_heads']} kv heads, batch "
+                f"{batch}, seq_len {seq_len}, bf16): measured {measured:,} bytes, got {got!r}")
+    finally:
+        torch.set_num_threads(threads)
+    gpt2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40, "vocab_size": 90}
+    with pytest.raises(StudentError) as raised:
+        submission.activation_bytes(gpt2, 1, 16)
+    assert raised.value.info["type"] == "ValueError", "activation_bytes of a gpt2 config must raise ValueError"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Decode and prefill")
+@pytest.mark.timeout(QUICK)
+def test_decode_reads_the_weights_at_their_own_width(submission):
+    """4-bit weights (0.5 byte each) of 3e9 parameters at 2e12 bytes/s: 0.75 ms per token; 512 tokens of a 1e9
+    model at 400e12 FLOP/s: 2.56 ms"""
+    decode = submission.decode_ms_per_token(3e9, 0.5, 2e12)
+    prefill = submission.prefill_ms(1e9, 512, 400e12)
+    assert math.isclose(decode, 0.75) and math.isclose(prefill, 2.56), f"decode {decode!r} ms, prefill {prefill!r} ms"

@@ -8,14 +8,20 @@ shuffled traces, ties, overlapping labels, timing on an asynchronous device.
 import functools
 import gzip
 import json
+import math
 
 import pytest
 import torch
 
 from grader.worker.loading import sibling_module
-from grader.tasks import DATASETS
+from grader.tasks import DATASETS, EXERCISES
 
-probes = sibling_module(__file__, "probes")
+# Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
+# waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
+# times that on a loaded one).
+QUICK = 30
+
+probes = sibling_module(EXERCISES / "05_profiler_reading" / "test_profiling.py", "probes")   # by path: a notebook has no __file__
 
 
 @functools.cache
@@ -31,6 +37,7 @@ def load(name):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Self and total time")
+@pytest.mark.timeout(QUICK)
 def test_top_ops_ranks_by_self_time(submission):
     """the three heaviest rows by self CPU time of the shipped CPU training step"""
     table, _ = load("cpu_train_step")
@@ -41,6 +48,7 @@ def test_top_ops_ranks_by_self_time(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Self and total time")
+@pytest.mark.timeout(QUICK)
 def test_breakdown_adds_up_to_the_total_self_time(submission):
     """the labels plus "other" add up to the table's self CPU time, in milliseconds"""
     table, _ = load("cpu_train_step")
@@ -54,6 +62,7 @@ def test_breakdown_adds_up_to_the_total_self_time(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Steps and phases")
+@pytest.mark.timeout(QUICK)
 def test_step_breakdown_of_the_cpu_profile(submission):
     """three steps, numbered as in ProfilerStep#N, each with its wall time and phases"""
     _, trace = load("cpu_train_step")
@@ -69,6 +78,7 @@ def test_step_breakdown_of_the_cpu_profile(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Device time and idle time")
+@pytest.mark.timeout(QUICK)
 def test_device_idle_of_a_cuda_profile(submission):
     """a GPU fed by a slow DataLoader is idle most of each step"""
     _, trace = load("cuda_data_loading")
@@ -80,6 +90,7 @@ def test_device_idle_of_a_cuda_profile(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Diagnosis")
+@pytest.mark.timeout(QUICK)
 def test_diagnose_the_shipped_profiles(submission):
     """the CPU training step is GEMM-bound; the CUDA one waits for its DataLoader"""
     for name, expected in (("cpu_train_step", "gemm"), ("cuda_data_loading", "data_loading")):
@@ -101,7 +112,175 @@ def test_profile_steps_leaves_out_the_warmup(submission):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Asynchronous timing")
+@pytest.mark.timeout(QUICK)
 def test_time_ms_of_a_sleep(submission):
     """time_ms of a 10 ms sleep is about 10 ms"""
     got = submission.probe(probes.time_a_sleep)
     assert 9.5 <= got <= 40, f"time_ms of a 10 ms sleep gave {got} ms"
+
+
+# ---------------------------------------------------------------- constructed profiles
+
+def row(name, count=1, self_cpu=0.0, self_device=0.0, device_type="cpu", cpu_total=None, device_total=None):
+    return {"name": name, "count": count, "self_cpu_us": self_cpu, "cpu_total_us": cpu_total or self_cpu,
+            "self_device_us": self_device, "device_total_us": device_total or self_device, "device_type": device_type}
+
+
+def event(name, ts, dur, cat="user_annotation", pid=1, tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+
+
+def cpu_profile(rows, steps=2, data_us=0):
+    """A CPU profile whose table and trace agree: `steps` steps, each opening with `data_us` of
+    DataLoader, then its share of every row's calls (cpu_op events of the row's average self time),
+    one after the other."""
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    ops = [[] for _ in range(steps)]
+    for r in rows:
+        for call in range(r["count"]):
+            ops[call % steps].append((r["name"], r["self_cpu_us"] / r["count"]))
+    events, start = [], 1_000.0
+    for k, calls in enumerate(ops):
+        length = data_us + sum(dur for _, dur in calls) + 100.0
+        events.append(event(f"ProfilerStep#{k + 1}", start, length))
+        cursor = start
+        if data_us:
+            events.append(event(loader, cursor, data_us))
+            cursor += data_us
+        for name, dur in calls:
+            events.append(event(name, cursor, dur, cat="cpu_op"))
+            cursor += dur
+        start += length
+    return rows, {"traceEvents": events}
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Self and total time")
+@pytest.mark.timeout(QUICK)
+def test_top_ops_ties_by_name_and_every_row_takes_part(submission):
+    """equal self times are ordered by name; device-side rows (a kernel) rank by their device time; the rows come
+    back unchanged"""
+    table = [row("aten::relu", 4, 120.0), row("aten::add", 2, 120.0), row("aten::mul", 1, 80.0),
+             row("void gemm_kernel<128>", 3, 0.0, 900.0, "cuda"), row("aten::mm", 3, 40.0, 880.0)]
+    got = submission.top_ops(table, k=3)
+    assert [r["name"] for r in got] == ["aten::add", "aten::relu", "aten::mul"], \
+        f"top_ops(table, k=3) gave {[r['name'] for r in got]}: largest self CPU time first, ties by name"
+    assert got[0] == table[1], "top_ops returns the rows themselves, unchanged"
+    by_device = [r["name"] for r in submission.top_ops(table, k=2, by="self_device_us")]
+    assert by_device == ["void gemm_kernel<128>", "aten::mm"], \
+        f"top_ops(by='self_device_us', k=2) gave {by_device}: every row takes part, the kernel's own row too"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Self and total time")
+@pytest.mark.timeout(QUICK)
+def test_breakdown_first_label_wins_and_device_time_counts_once(submission):
+    """a row matching two labels counts for the first; patterns are searched anywhere in the name; a label named
+    'other' shares its key; by self device time only the host-side rows count"""
+    table = [row("aten::addmm", 2, 3000.0, 5000.0), row("aten::mm", 1, 1000.0, 2000.0), row("aten::gelu", 4, 500.0),
+             row("aten::dropout", 1, 250.0), row("ampere_sgemm_64x64", 3, 0.0, 7000.0, "cuda")]
+    got = submission.breakdown(table, {"gemm": [r"mm$"], "add": "add", "other": "gelu"})
+    want = {"gemm": 4.0, "add": 0.0, "other": 0.75}
+    assert set(got) == set(want) and all(math.isclose(got[k], v, abs_tol=1e-9) for k, v in want.items()), \
+        f"breakdown by self CPU time gave {got}, expected {want} (milliseconds)"
+    device = submission.breakdown(table, {"gemm": r"mm"}, by="self_device_us")
+    assert math.isclose(device["gemm"], 7.0) and math.isclose(device["other"], 0.0), \
+        f"breakdown by self device time gave {device}: the kernel row repeats the ops' device time, expected 7.0 ms"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Steps and phases")
+@pytest.mark.timeout(QUICK)
+def test_step_breakdown_of_a_constructed_trace(submission):
+    """steps #10 and #9 given out of order, regions of one phase nested or overlapping (their union counts), a
+    DataLoader region starting before its step (clipped), zero_grad outside the optimizer phase"""
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    events = [event("ProfilerStep#10", 2000, 1000), event("forward", 2200, 300), event("forward", 2000, 300),
+              event("backward", 2500, 400), event("aten::mm", 2050, 100, cat="cpu_op"),
+              event("ProfilerStep#9", 1000, 1000), event(loader, 900, 200), event("forward", 1100, 300),
+              event("forward", 1200, 100), event("backward", 1400, 400), event("Optimizer.step#AdamW.step", 1800, 150),
+              event("Optimizer.zero_grad#AdamW.zero_grad", 1950, 40)]
+    got = submission.step_breakdown({"traceEvents": events})
+    expected = [{"step": 9, "wall_ms": 1.0, "data_loading_ms": 0.1, "forward_ms": 0.3, "backward_ms": 0.4,
+                 "optimizer_ms": 0.15},
+                {"step": 10, "wall_ms": 1.0, "data_loading_ms": 0.0, "forward_ms": 0.5, "backward_ms": 0.4,
+                 "optimizer_ms": 0.0}]
+    assert [r.get("step") for r in got] == [9, 10], f"steps {[r.get('step') for r in got]}: by N as a number"
+    for mine, want in zip(got, expected):
+        wrong = {k: mine.get(k) for k, v in want.items() if not math.isclose(mine.get(k, math.nan), v, abs_tol=1e-9)}
+        assert not wrong, f"step {want['step']}: {wrong}, expected {want}"
+        assert "device_busy_ms" not in mine, "a CPU trace (no kernels) has no device keys"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Device time and idle time")
+@pytest.mark.timeout(QUICK)
+def test_device_busy_is_the_union_of_kernels_in_the_step(submission):
+    """kernels on two streams overlap (their union counts), a copy does not make the device busy, a kernel running
+    past its step counts in each step for its part there, a step without kernels is all idle; the device's copy of a
+    region is not a phase"""
+    device = dict(pid=2, tid=7)
+    events = [event("ProfilerStep#3", 0, 1000), event("forward", 50, 100),
+              event("ProfilerStep#4", 1000, 500), event("ProfilerStep#5", 1500, 300),
+              event("forward", 0, 1000, cat="gpu_user_annotation", **device),
+              event("gemm_a", 100, 200, cat="kernel", **device), event("gemm_b", 600, 500, cat="kernel", **device),
+              event("nccl_allreduce", 200, 200, cat="kernel", pid=2, tid=8),
+              event("Memcpy HtoD", 400, 200, cat="gpu_memcpy", **device)]
+    got = {r.get("step"): r for r in submission.step_breakdown({"traceEvents": events})}
+    assert sorted(got) == [3, 4, 5], f"steps {sorted(got)}"
+    for step, busy, wall in ((3, 0.7, 1.0), (4, 0.1, 0.5), (5, 0.0, 0.3)):
+        assert math.isclose(got[step].get("device_busy_ms", math.nan), busy, abs_tol=1e-9), \
+            f"step {step}: device_busy_ms {got[step].get('device_busy_ms')}, expected {busy}"
+        assert math.isclose(got[step].get("device_idle_fraction", math.nan), 1 - busy / wall, abs_tol=1e-9), \
+            f"step {step}: device_idle_fraction {got[step].get('device_idle_fraction')}, expected {1 - busy / wall:.3f}"
+    assert math.isclose(got[3]["forward_ms"], 0.1, abs_tol=1e-9), \
+        f"step 3's forward_ms is {got[3]['forward_ms']}: phases come from the host's regions, not the device's copy"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Recording a profile")
+@pytest.mark.timeout(180)
+def test_call_k_runs_inside_profiler_step_k(submission):
+    """2 warmup calls, 3 recorded: the calls numbered 2, 3 and 4 each inside ProfilerStep#2, #3 and #4; the table's
+    aten::mm time in microseconds, as the trace's durations; host rows marked 'cpu'"""
+    got = submission.probe(probes.numbered_calls, 3, 2)
+    assert got["calls"] == 5, f"step_fn ran {got['calls']} times, expected 5 (2 warmup + 3 recorded)"
+    events = [e for e in got["trace"]["traceEvents"] if e.get("ph") == "X"]
+    steps = {e["name"]: e for e in events if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"}
+    calls = {e["name"]: e for e in events if e["name"].startswith("call-")}
+    assert sorted(calls) == ["call-2", "call-3", "call-4"], f"the trace holds the calls {sorted(calls)}"
+    for k in (2, 3, 4):
+        step, call = steps.get(f"ProfilerStep#{k}"), calls[f"call-{k}"]
+        assert step is not None and step["ts"] <= call["ts"] and call["ts"] + call["dur"] <= step["ts"] + step["dur"], \
+            f"call {k} is not inside ProfilerStep#{k} (the trace's steps: {sorted(steps)}): prof.step() after each call"
+    mm = {r["name"]: r for r in got["table"]}.get("aten::mm")
+    traced = sum(e["dur"] for e in events if e["name"] == "aten::mm")
+    assert mm is not None and mm["count"] == 3 and math.isclose(mm["cpu_total_us"], traced, rel_tol=0.05, abs_tol=2), \
+        f"aten::mm's row {mm}: 3 calls, cpu_total_us as the trace's {traced:.1f} us in all"
+    assert all(r.get("device_type") == "cpu" for r in got["table"]), "on a CPU every row's device_type is 'cpu'"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Asynchronous timing")
+@pytest.mark.timeout(QUICK)
+def test_time_ms_is_the_median_after_the_warmup(submission):
+    """three slow warmup calls (40 ms), then timed calls of 3, 3 and 80 ms: the median, about 3 ms, after 6 calls"""
+    got = submission.probe(probes.time_uneven_sleeps, [40, 40, 40, 3, 3, 80], 3, 3)
+    assert got["calls"] == 6, f"fn ran {got['calls']} times; warmup=3 and iters=3 make 6"
+    assert 2.9 <= got["ms"] <= 12, (f"time_ms gave {got['ms']:.2f} ms; the timed calls slept 3, 3 and 80 ms, so the "
+                                    "median is about 3 (their mean is 29; timing the warmup too gives a median of 22)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Diagnosis")
+@pytest.mark.timeout(QUICK)
+def test_diagnose_constructed_cpu_profiles(submission):
+    """steps mostly waiting in the DataLoader; thousands of 10-us ops; .item() calls dominating: data_loading,
+    launch_overhead, host_sync"""
+    cases = {"data_loading": cpu_profile([row("aten::mm", 4, 3000.0), row("aten::add", 4, 400.0)], data_us=8000),
+             "launch_overhead": cpu_profile([row("aten::mul", 1200, 12_000.0), row("aten::mm", 2, 4000.0)]),
+             "host_sync": cpu_profile([row("aten::item", 20, 14_000.0), row("aten::mm", 4, 2000.0)])}
+    for expected, (table, trace) in cases.items():
+        label, evidence = submission.diagnose(table, trace)
+        assert label == expected, f"diagnose of a profile built for {expected!r} said {label!r} (evidence {evidence})"
+        assert isinstance(evidence, dict) and evidence, "diagnose returns its evidence as a non-empty dict"

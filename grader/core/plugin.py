@@ -56,12 +56,14 @@ def pytest_addoption(parser):
     group.addoption("--worker-logs", metavar="DIR", help="keep the workers' output logs in DIR")
     group.addoption("--stop-on-concept", metavar="CONCEPT",
                     help="stop once a test of this concept has failed (used by `grader audit`)")
+    group.addoption("--long", action="store_true", help="also run the long visible checks")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "points(n): the test is worth n points in the score report")
     config.addinivalue_line("markers", "concept(name): the README section a failure sends the learner to")
     config.addinivalue_line("markers", "gpu: needs CUDA; skipped and not graded on machines without it")
+    config.addinivalue_line("markers", "long: a visible check that takes minutes; deselected unless --long is given")
     grading = config.stash[_SESSION] = GradingSession(config)
     config.pluginmanager.register(ReportHooks(grading), "grader-report")
 
@@ -340,6 +342,17 @@ class ReportHooks:
 
     def pytest_unconfigure(self):
         self.grading.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Long visible checks (a convergence run at home) run only when asked for with --long;
+    left out otherwise, they are deselected, so no report counts their points."""
+    if config.getoption("long"):
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
 
 
 def pytest_runtest_setup(item):

@@ -333,9 +333,11 @@ def _ro_binds(paths) -> list[str]:
 
 def python_paths() -> list[Path]:
     """The interpreter and every import root it uses, except the course's own folders (a
-    virtual environment inside the course root is still bound: it holds only packages)."""
+    virtual environment inside the course root is still bound: it holds only packages) and the
+    working folder `python -m` put first on the path (the grader's, which a worker never needs)."""
+    here = os.getcwd()
     candidates = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
-                  *(Path(p) for p in sys.path if p and Path(p).is_dir())}
+                  *(Path(p) for p in sys.path if p and p != here and Path(p).is_dir())}
     environment = Path(sys.prefix).resolve()
     kept = []
     for path in candidates:
@@ -351,6 +353,19 @@ def python_paths() -> list[Path]:
     return sorted(set(outermost))
 
 
+def shared_temp_root() -> Path | None:
+    """Where to make what a worker of another uid must reach (`grader.core.uid_jail`): its
+    private folder, the worker's code, the pytest folders it writes: the temporary folder if
+    every user may enter the way to it, else /tmp or /var/tmp; None where none of them allows it."""
+    for candidate in (Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")):
+        try:
+            if all(os.stat(p).st_mode & stat.S_IXOTH for p in (candidate, *candidate.parents)):
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
 def _grader_import_dir() -> Path:
     """Where this process found `grader`: the worker's side is copied from there."""
     return Path(grader.__file__).resolve().parent
@@ -361,7 +376,7 @@ def worker_runtime() -> Path:
     """A tree shared by this process's jails, readable by every uid and written by none: the
     worker's side of `grader/` (the package `grader.worker`), and the account files a few
     libraries look up."""
-    root = Path(tempfile.mkdtemp(prefix="grader-runtime-"))
+    root = Path(tempfile.mkdtemp(prefix="grader-runtime-", dir=shared_temp_root()))
     atexit.register(shutil.rmtree, root, True)
     source = _grader_import_dir()
     (root / "grader" / "worker").mkdir(parents=True)

@@ -140,6 +140,8 @@ class WorkerBackend:
         self.module_bytes: bytes | None = None      # what is graded, read once (`intake.read_module`)
         self._import_error: str | None = None
         self._startup_failure: SubmissionFailure | None = None   # an import that killed or stalled its worker
+        self._importing: Worker | None = None     # a worker whose import a test's time limit interrupted
+        self._import_spent_s = 0.0                # the time that import has had so far
         self.startup_seconds: list[float] = []
 
     def launch(self) -> None:
@@ -176,9 +178,10 @@ class WorkerBackend:
         return git_head(git_dir.parent, follow_files=False) if git_dir is not None else None
 
     def start(self, deadline: float) -> None:
-        """Have a worker ready. A module whose import killed or stalled its worker is not imported
-        again: every later test of the task fails the same way at once, instead of each paying
-        the import (up to STARTUP_LIMIT_S) again until the submission runs out of time."""
+        """Have a worker ready. An import gets STARTUP_LIMIT_S of its own, across tests if a test's
+        time limit is shorter: the worker stays (paused) and the next test waits on for the same
+        import. A module whose import killed or stalled its worker is not imported again: every
+        later test of the task fails the same way at once."""
         __tracebackhide__ = True
         if self._worker is not None:
             return
@@ -193,23 +196,31 @@ class WorkerBackend:
         if self._import_error:
             raise StudentImportError(self._import_error)
         self._host.grant_writable()
-        worker = self._host.spawn()
+        if self._importing is None or self._importing.host is not self._host:     # none, or its host was replaced
+            self._importing, self._import_spent_s = self._host.spawn(), 0.0
+        else:
+            self._host.resume()
+        worker, waited_from = self._importing, time.monotonic()
+        import_ends = waited_from + STARTUP_LIMIT_S - self._import_spent_s
         try:
-            header, _ = worker.receive(min(deadline, worker.started + STARTUP_LIMIT_S))
+            header, _ = worker.receive(min(deadline, import_ends))
         except (wire.ChannelTimeout, wire.ChannelClosed, wire.WireError, ScratchFull) as exc:
+            self._import_spent_s += time.monotonic() - waited_from
+            if isinstance(exc, wire.ChannelTimeout) and time.monotonic() < import_ends and self._host.pause():
+                # the test ran out of time, not the import: the next test waits on for it
+                raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time "
+                                  f"limit ({self._import_spent_s:.0f} s of its {STARTUP_LIMIT_S:g} s so far)") from None
+            self._importing = None
             failure = self._why_start_failed(worker, exc)
             worker.kill()
-            if isinstance(exc, wire.ChannelTimeout) and time.monotonic() < worker.started + STARTUP_LIMIT_S:
-                # the test ran out of time, not the import: a later test may still import it
-                raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time "
-                                  "limit") from None
             self._startup_failure = failure
             raise self._startup_failure_again() from None
+        self._importing = None
         if not header.get("ready"):
             worker.kill()
             self._import_error = str(header.get("error") or "import failed")
             raise StudentImportError(self._import_error)
-        self.startup_seconds.append(time.monotonic() - worker.started)
+        self.startup_seconds.append(self._import_spent_s + time.monotonic() - waited_from)
         if not self._host.pause():           # learner code runs only while a call is in flight
             raise WorkerCrashed(f"the process that imported {self.module_path.name} could not be paused between "
                                 "calls, and was ended")
@@ -319,7 +330,7 @@ class WorkerBackend:
     def close(self) -> None:
         """End everything at once: workers hold nothing worth a graceful exit, and a Python
         process with torch loaded takes a while to tear itself down."""
-        self._worker = None
+        self._worker = self._importing = None
         if self._host is not None:
             self._host.close()
             self._host = None

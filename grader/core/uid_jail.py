@@ -41,7 +41,8 @@ import time
 from pathlib import Path
 
 from grader.core.cgroups import read_text
-from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, Limits, python_paths, worker_environment, worker_runtime
+from grader.core.sandbox import (LEARNER_OOM_SCORE_ADJ, Limits, python_paths, shared_temp_root, worker_environment,
+                                 worker_runtime)
 from grader.tasks import COURSE_ROOT, DATASETS, HIDDEN, SOLUTIONS, all_tasks
 
 UID_BASE = 0x5000_0000          # far above any user of a machine and the usual subordinate-id ranges
@@ -63,6 +64,8 @@ def availability() -> tuple[bool, str]:
     except Exception as exc:       # noqa: BLE001 (not installed, or no libseccomp)
         return False, f"the uid level cuts the network with a seccomp filter, and none can be made here " \
                       f"({type(exc).__name__}: {str(exc)[:200]})"
+    if shared_temp_root() is None:
+        return False, "no temporary folder here may be entered by other users, for the worker's own folders"
     hidden_from_others = _not_reachable_by_others([*python_paths(), DATASETS, worker_runtime()])
     if hidden_from_others:
         return False, f"the worker's uid could not reach {hidden_from_others}, which other users may not enter " \
@@ -97,7 +100,7 @@ class UidJail:
         self.limits = limits
         self.uid = allocate_uid()
         kill_uid(self.uid)                 # whatever a killed grading left under this uid goes first
-        self.private = Path(tempfile.mkdtemp(prefix="grader-uid-"))
+        self.private = Path(tempfile.mkdtemp(prefix="grader-uid-", dir=shared_temp_root()))
         os.chmod(self.private, 0o711)
         submission = self.private / "submission"            # readable, not writable: the bytes graded
         submission.mkdir(mode=0o755)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from grader.core import isolation, seeds
 from grader.core.cgroups import memory_budget
+from grader.core.sandbox import shared_temp_root
 from grader.reports.record import new_run_id
 from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
 from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
@@ -77,7 +78,7 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
             if on_done:
                 on_done(jobs[i], reports[i])
         return reports
-    with tempfile.TemporaryDirectory(prefix="grader-run-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="grader-run-", dir=shared_temp_root()) as scratch:
         # absolute: the pool's processes work in the course root, not where the caller stands
         out_dirs = [Path(job.out_dir).absolute() if job.out_dir else Path(scratch) / "out" / str(i)
                     for i, job in enumerate(jobs)]

@@ -336,6 +336,15 @@ def grading_env(work: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def enterable_by_all(folder: Path) -> None:
+    """Let every user enter (not list) `folder` and the folders above it: pytest makes its own
+    temporary folders for their owner alone, which a worker of another uid could not reach."""
+    for path in (folder, *folder.parents):
+        mode = path.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(path, stat.S_IMODE(mode) | 0o011)
+
+
 def new_marker() -> str:
     import secrets
     return f"l1-security-{secrets.token_hex(8)}"

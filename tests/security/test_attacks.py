@@ -60,6 +60,7 @@ def batch(tmp_path_factory, request) -> Batch:
     if level == "uid":
         uid_jail.seal()        # what the first grading at this level does to the course: not an attack's change
     work = tmp_path_factory.mktemp(f"security-{level}")
+    harness.enterable_by_all(work)      # its temporary folder holds what the workers (of another uid) must reach
     subs, out_dir = work / "subs", work / "out"
     marker, secret = harness.new_marker(), secrets.token_hex(16)
     listener = harness.Listener(marker)
@@ -75,7 +76,9 @@ def batch(tmp_path_factory, request) -> Batch:
     git_dir = harness.git_dir_outside(COURSE_ROOT)
     course_before, devices_before = harness.fingerprint(COURSE_ROOT, git_dir), harness.device_fingerprint()
     bystanders_before = _bystander_files(subs)
-    args = ["grade", *(paths[n] for n in order), "--tasks", "01", "--jobs", "2", "--out-dir", out_dir]
+    # required: a batch of attacks must never be graded unprotected (at `none`, as root, kill(-1) is everyone's)
+    args = ["grade", *(paths[n] for n in order), "--tasks", "01", "--jobs", "2", "--out-dir", out_dir,
+            "--isolation", "required"]
     with harness.Watch(work / "tmp") as watch:
         cli = harness.run_cli(args, harness.grading_env(work, GRADER_SECURITY_SECRET=secret), cwd=work,
                               timeout_s=BATCH_LIMIT_S, level=level)

@@ -220,6 +220,11 @@ def causal_lm_loss(logits, labels, reduction="mean"):
                   '    return {"log": state["log"][resumed_from:], "eval": state["eval"],'}),
     Mutant("resume_without_checkpoint_starts_afresh", RESUMING, rule="resume.missing", note="a missing checkpoint ignored",
            edits={'    if cfg["resume"]:\n': '    if cfg["resume"] and (out_dir / "checkpoint.pt").exists():\n'}),
+    Mutant("resume_ignored", RESUMING, rule="resume.step", note="resume=True trains again from step 0",
+           edits={'    if cfg["resume"]:\n': "    if False:\n"}),
+    Mutant("resume_truncates_log", RESUMING, rule="resume.log_file",
+           note='log.jsonl reopened with "w" on resume: the lines before the checkpoint are lost',
+           edits={'    _write_jsonl(out_dir / "log.jsonl", state["log"])\n': '    _write_jsonl(out_dir / "log.jsonl", [])\n'}),
 
     # The run record
     Mutant("run_id_from_seed", RECORD, rule="record.run_id", note="two runs of one seed share an id",

@@ -1,0 +1,319 @@
+"""A self-study learner can check every graded concept at home: each concept the hidden suite
+gives points to has a visible test and a hint ladder in both languages; neither gives away a
+line of the reference solution or a distinctive input of the hidden suite; and the bugs learners
+hit first in exercise 02 fail the visible suite, in their own concept, through the real grader."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.running import runner
+from grader.running.variants import materialize, variants_of
+from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, task_named
+
+TASKS = [task for task in all_tasks() if task.hidden_dir.is_dir()]
+IDS = [task.name for task in TASKS]
+HINT_FILES = ("hints.md", "hints.zh-CN.md")
+HINTS_PER_CONCEPT = (2, 3)
+# A reference line this long is code of the solution, not an idiom every file shares.
+QUOTED_LINE_CHARS = 25
+# Seeds 0-9 are everybody's; a larger one written in a hidden suite names that suite's inputs.
+COMMON_SEEDS = range(10)
+# Hidden-suite constants a README publishes, which a visible check may therefore use.
+PUBLISHED = {("convergence.py", "MODEL"): "README 'Convergence' states the graded run's scaled-down model, which "
+                                          "the long visible run trains too"}
+# The four bugs a learner met first in exercise 02, as mutants of the hidden suite's variants.py.
+PLANTED_02 = ("resume_ignored", "zero_grad_per_micro_batch", "clip_after_step", "resume_truncates_log")
+
+
+# ---------------------------------------------------------------- reading suites and hints
+
+def _constants(tree):
+    return {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant)}
+
+
+def marked_tests(path: Path) -> dict[str, set[str]]:
+    """{test function name: the concepts its @pytest.mark.concept markers name} of one test file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants, found = _constants(tree), {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            found[node.name] = {constants.get(d.args[0].id) if isinstance(d.args[0], ast.Name) else d.args[0].value
+                                for d in node.decorator_list if isinstance(d, ast.Call)
+                                and getattr(d.func, "attr", None) == "concept" and d.args}
+    return found
+
+
+def graded_concepts(task) -> set[str]:
+    """The concepts that carry points: those the hidden suite's tests are marked with."""
+    return {c for path in task.hidden_dir.glob("test_*.py") for concepts in marked_tests(path).values() for c in concepts}
+
+
+def visible_tests(task) -> dict[str, list[str]]:
+    """{concept: the visible tests marked with it}, over every test file of the exercise folder."""
+    by_concept: dict[str, list[str]] = {}
+    for path in sorted(task.exercise_dir.glob("test_*.py")):
+        for name, concepts in marked_tests(path).items():
+            for concept in concepts:
+                by_concept.setdefault(concept, []).append(f"{path.name}::{name}")
+    return by_concept
+
+
+class HintFormatError(ValueError):
+    pass
+
+
+def read_hints(path: Path) -> tuple[str, dict[str, list[str]]]:
+    """A hints file as (title, {section: [hint, ...]}). The format: a `# ` title line first; then per
+    concept a `## <English README section>` heading followed by an ordered list `1. ...`, `2. ...`,
+    each item one paragraph, its continuation lines indented."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or not lines[0].startswith("# "):
+        raise HintFormatError(f"{path.name} must start with a '# ' title line")
+    sections: dict[str, list[str]] = {}
+    current = None
+    for number, line in enumerate(lines[1:], start=2):
+        item = re.match(r"^(\d+)\. (\S.*)$", line)
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip(), [])
+        elif not line.strip():
+            continue
+        elif current is None:
+            raise HintFormatError(f"{path.name}:{number}: text before the first '## ' section")
+        elif item:
+            if int(item.group(1)) != len(current) + 1:
+                raise HintFormatError(f"{path.name}:{number}: hint {item.group(1)} follows hint {len(current)}")
+            current.append(item.group(2))
+        elif line.startswith("   ") and current:
+            current[-1] += " " + line.strip()
+        else:
+            raise HintFormatError(f"{path.name}:{number}: neither a heading, a numbered hint nor its continuation")
+    return lines[0][2:].strip(), sections
+
+
+def readme_sections(task) -> list[str]:
+    return [line[3:].strip() for line in task.readme.read_text(encoding="utf-8").splitlines() if line.startswith("## ")]
+
+
+# ---------------------------------------------------------------- what must not be quoted
+
+def _stripped_lines(path: Path) -> set[str]:
+    return {line.strip() for line in path.read_text(encoding="utf-8").splitlines()}
+
+
+def _collapsed(path: Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def reference_lines(task) -> set[str]:
+    """The reference's non-trivial lines, whitespace collapsed: long enough to be code of its own,
+    no imports, nothing the stub or a README shows too (signatures, docstrings, constants, the calls
+    a README spells out)."""
+    reference = SOLUTIONS / task.name / f"{task.module}.py"
+    public = _stripped_lines(task.exercise_dir / f"{task.module}.py")
+    readmes = " ".join(_collapsed(path) for path in task.exercise_dir.glob("README*.md"))
+    lines = {" ".join(line.split()) for line in _stripped_lines(reference) - public
+             if len(line) >= QUOTED_LINE_CHARS and not line.startswith(("import ", "from ", "#"))}
+    return {line for line in lines if line not in readmes}
+
+
+def learner_facing_files(task) -> list[Path]:
+    """What a learner receives besides the stub and the README: visible tests, probes, hints."""
+    return sorted([*task.exercise_dir.glob("test_*.py"), *task.exercise_dir.glob("probes.py"),
+                   *(task.exercise_dir / name for name in HINT_FILES)])
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict" and not node.args:
+            try:
+                return {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+            except (ValueError, TypeError, SyntaxError):
+                return None
+        return None
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def _distinctive(value) -> bool:
+    """An input, not a convention: a container of at least three values holding a number, that is
+    not a tolerance (rtol/atol)."""
+    if not isinstance(value, (dict, list, tuple)) or (isinstance(value, dict) and set(value) <= {"rtol", "atol"}):
+        return False
+    leaves = _leaves(value)
+    return len(leaves) >= 3 and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in leaves)
+
+
+def _container_literals(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Dict)) or (
+                isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict"):
+            value = _literal(node)
+            if value is not None and _distinctive(value):
+                yield node, value
+
+
+def _seeds(tree) -> set[int]:
+    """The integer seeds a file passes to manual_seed, default_rng, Random or a `seed=` argument."""
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        values = node.args[:1] if name in ("manual_seed", "default_rng", "Random", "seed") else []
+        values += [k.value for k in node.keywords if k.arg == "seed"]
+        found |= {v.value for v in values if isinstance(v, ast.Constant) and type(v.value) is int}
+    return found
+
+
+def hidden_inputs(task) -> tuple[list, set[int]]:
+    """The hidden suite's distinctive literal inputs (named module-level containers) and seeds."""
+    values, seeds = [], set()
+    for path in task.hidden_dir.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        seeds |= _seeds(tree)
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                value = _literal(node.value)
+                name = ast.unparse(node.targets[0])
+                if value is not None and _distinctive(value) and (path.name, name) not in PUBLISHED:
+                    values.append((path.name, name, value))
+    return values, seeds - set(COMMON_SEEDS)
+
+
+# ---------------------------------------------------------------- the checks
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_every_graded_concept_has_a_visible_check(task):
+    concepts, visible = graded_concepts(task), visible_tests(task)
+    assert concepts, f"{task.name}: the hidden suite marks no concept"
+    missing = sorted(concepts - set(visible))
+    assert not missing, f"{task.name}: graded concepts without a visible test: {missing}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_visible_checks_are_worth_little_and_say_what_they_check(task):
+    """Each visible test is worth 0.5 or 1 point, has a time limit sized to it, and a docstring."""
+    for path in task.exercise_dir.glob("test_*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                marks = {d.func.attr: d.args for d in node.decorator_list
+                         if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)}
+                where = f"{path.name}::{node.name}"
+                assert [a.value for a in marks.get("points", [])] in ([0.5], [1]), f"{where}: points 0.5 or 1"
+                assert marks.get("timeout"), f"{where} declares no @pytest.mark.timeout"
+                assert ast.get_docstring(node), f"{where} has no docstring saying what it checks"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_every_graded_concept_has_a_hint_ladder_in_both_languages(task):
+    english, chinese = (read_hints(task.exercise_dir / name) for name in HINT_FILES)
+    assert list(english[1]) == list(chinese[1]), \
+        f"{task.name}: the two hint files have other sections ({list(english[1])} / {list(chinese[1])})"
+    sections = readme_sections(task)
+    unknown = [s for s in english[1] if s not in sections]
+    assert not unknown, f"{task.name}: hint sections that are no README.md section: {unknown}"
+    assert [s for s in sections if s in english[1]] == list(english[1]), f"{task.name}: hints out of README order"
+    missing = sorted(graded_concepts(task) - set(english[1]))
+    assert not missing, f"{task.name}: graded concepts without hints: {missing}"
+    low, high = HINTS_PER_CONCEPT
+    for (title, hints), language in ((english, "en"), (chinese, "zh-CN")):
+        for section, ladder in hints.items():
+            assert low <= len(ladder) <= high, f"{task.name} ({language}) {section!r}: {len(ladder)} hints"
+    for section, ladder in chinese[1].items():
+        assert all(re.search(r"[\u4e00-\u9fff]", hint) for hint in ladder), \
+            f"{task.name}: a Chinese hint of {section!r} holds no Chinese"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_visible_checks_and_hints_quote_no_reference_line(task):
+    secret = reference_lines(task)
+    assert secret, f"{task.name}: no reference line to look for"
+    for path in learner_facing_files(task):
+        text = _collapsed(path)
+        quoted = sorted(line for line in secret if line in text)
+        assert not quoted, f"{path.relative_to(EXERCISES)} quotes the reference: {quoted[:3]}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_visible_checks_use_no_distinctive_hidden_input(task):
+    values, seeds = hidden_inputs(task)
+    for path in task.exercise_dir.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node, value in _container_literals(tree):
+            same = [f"{file}:{name}" for file, name, hidden in values if hidden == value]
+            assert not same, f"{path.name}:{node.lineno} holds the hidden suite's input {same[0]}"
+        shared = sorted(_seeds(tree) & seeds)
+        assert not shared, f"{path.name} seeds with {shared}, as the hidden suite does"
+
+
+def test_the_checks_see_what_they_look_for(tmp_path):
+    """The readers above find a planted hint-format slip, a quoted reference line and a hidden seed."""
+    task = task_named("02")
+    (tmp_path / "hints.md").write_text("# Hints\n\n## Clipping\n\n1. one\n3. three\n")
+    with pytest.raises(HintFormatError):
+        read_hints(tmp_path / "hints.md")
+    line = sorted(reference_lines(task))[0]
+    assert line in " ".join(f"x = 1\n    {line}\n".split())
+    values, _ = hidden_inputs(task)
+    file, name, value = values[0]
+    planted = ast.parse(f"CONFIG = {value!r}")
+    assert [found for _, found in _container_literals(planted)] == [value], f"{file}:{name} not found again"
+    assert _seeds(ast.parse("torch.manual_seed(1234)\nrandom.Random(seed=77)")) == {1234, 77}
+
+
+@pytest.fixture(scope="module")
+def planted_02_gradings(tmp_path_factory):
+    """The four planted bugs graded with the visible suite only, through the grader, in one batch."""
+    task = task_named("02")
+    variants = {v.name: v for v in variants_of(task) if v.name in PLANTED_02}
+    assert sorted(variants) == sorted(PLANTED_02), "a planted 02 bug is missing from variants.py"
+    root = tmp_path_factory.mktemp("planted")
+    jobs = [runner.GradingRun(materialize(task, variants[name], root), [task], hidden=False) for name in PLANTED_02]
+    jobs.append(runner.GradingRun(SOLUTIONS, [task], hidden=False))        # the control: loses nothing
+    reports = runner.run_many(jobs, 2)
+    return task, variants, dict(zip([*PLANTED_02, "reference"], reports))
+
+
+@pytest.mark.timeout(900)
+def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradings):
+    task, _, reports = planted_02_gradings
+    result = reports["reference"].task(task.name)
+    assert result and result.points == result.max_points, [t.id for t in result.tests if t.lost]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", PLANTED_02)
+def test_a_planted_02_bug_fails_a_visible_check_of_its_concept(planted_02_gradings, name):
+    task, variants, reports = planted_02_gradings
+    report = reports[name]
+    assert report.complete, f"{name}: the grading was incomplete: {report.problems}"
+    result = report.task(task.name)
+    lost = sorted({t.concept for t in result.tests if t.lost})
+    assert variants[name].concept in lost, \
+        f"{name} ({variants[name].note}) loses visible points in {lost}, not in {variants[name].concept!r}"
+    assert all(t.suite == "visible" for t in result.tests)
+
+
+RULE_MARKER = re.compile(r"<!--\s*rule:\s*[a-z0-9_.\-]+\s*-->")
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_rule_markers_end_their_line(task):
+    """Read raw, a README keeps its sentences whole: every rule marker ends its line (in a table, its cell)."""
+    for path in sorted(task.exercise_dir.glob("README*.md")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for marker in RULE_MARKER.finditer(line):
+                after = line[marker.end():].strip()
+                assert after in ("", "|") and line[:marker.start()].strip(), \
+                    f"{path.name}:{number}: {marker.group(0)} sits inside the line: {line.strip()[:80]}"
