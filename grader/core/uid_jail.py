@@ -100,6 +100,7 @@ class UidJail:
         self.limits = limits
         self.uid = allocate_uid()
         kill_uid(self.uid)                 # whatever a killed grading left under this uid goes first
+        remove_files_of(self.uid)
         self.private = Path(tempfile.mkdtemp(prefix="grader-uid-", dir=shared_temp_root()))
         os.chmod(self.private, 0o711)
         submission = self.private / "submission"            # readable, not writable: the bytes graded
@@ -133,6 +134,11 @@ class UidJail:
         if not self.cgroup.paths:
             limits["NPROC"] = self.limits.processes
         return limits
+
+    def disk_paths(self) -> list[str]:
+        """What the worker's uid keeps on the host's disk beyond the shared folders: its home (no
+        tmpfs here, as the sandbox has) and everything it owns where any user may write."""
+        return [str(self.home), *owned_in_world_writable(self.uid)]
 
     def processes(self) -> list[int]:
         """Every process of this host's uid, wherever it was reparented."""
@@ -189,25 +195,37 @@ def kill_uid(uid: int, timeout_s: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-def remove_files_of(uid: int) -> None:
-    """What a worker of `uid` left where every user may write (the host's /tmp, /var/tmp,
-    /dev/shm, which holds memory, and /dev/mqueue): everything its uid owns there goes. It could
-    write nowhere else outside its private folder."""
+def owned_in_world_writable(uid: int) -> list[str]:
+    """The entries `uid` owns at the top of the folders where every user may write (the host's
+    /tmp, /var/tmp, /dev/shm, which holds memory, and /dev/mqueue)."""
+    owned = []
     for folder in WORLD_WRITABLE:
         try:
-            entries = list(os.scandir(folder))
+            with os.scandir(folder) as entries:
+                owned += [entry.path for entry in entries if _owner(entry) == uid]
         except OSError:
             continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                continue
+    return owned
+
+
+def _owner(entry: os.DirEntry) -> int | None:
+    try:
+        return entry.stat(follow_symlinks=False).st_uid
+    except OSError:
+        return None
+
+
+def remove_files_of(uid: int) -> None:
+    """What a worker of `uid` left where every user may write goes, all of it: it could write
+    nowhere else outside its private folder."""
+    for path in owned_in_world_writable(uid):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            continue
 
 
 def _world_readable(tree: Path) -> None:

@@ -315,12 +315,14 @@ class WorkerHost:
 
     def check_scratch(self) -> None:
         """The folders the workers share with the tests are on the host's disk, which no sandbox
-        limit covers: what they keep there is measured before each call and while it runs, and a
-        worker over the limit is stopped (ScratchFull) before it fills the disk."""
-        used, entries = _usage(self.spec.writable_dirs)
+        limit covers (nor, at the uid level, its home and what it puts in /tmp): what they keep
+        there is measured before each call and while it runs, and a worker over the limit is
+        stopped (ScratchFull) before it fills the disk."""
+        beyond = self.jail.disk_paths() if isinstance(self.jail, UidJail) else []
+        used, entries = _usage([*self.spec.writable_dirs, *beyond])
         if used > self.spec.limits.scratch_mb << 20 or entries > SCRATCH_ENTRIES:
-            raise ScratchFull(f"it keeps {used >> 20} MB in {entries} files in its scratch folder; the limit is "
-                              f"{self.spec.limits.scratch_mb} MB and {SCRATCH_ENTRIES} files")
+            raise ScratchFull(f"it keeps {used >> 20} MB in {entries} files in the folders it may write; the limit "
+                              f"is {self.spec.limits.scratch_mb} MB and {SCRATCH_ENTRIES} files")
 
     def pause(self) -> bool:
         """Stop every process of the host, zygote and workers (SIGSTOP), until `resume`, and see
@@ -557,9 +559,20 @@ def remove_strays(folders) -> list[str]:
 
 
 def _entries(folders, limit: int | None = None):
-    """(path, lstat result) of everything under `folders`, links not followed (at most `limit`)."""
+    """(path, lstat result) of everything under `folders`, links not followed (at most `limit`);
+    a path that is a file is counted itself."""
     count = 0
-    todo = [str(f) for f in folders]
+    todo = []
+    for path in map(str, folders):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            todo.append(path)
+        else:
+            yield path, info
+            count += 1
     while todo:
         try:
             with os.scandir(todo.pop()) as listing:

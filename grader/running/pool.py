@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, trust_this_process
+from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, trust_this_process, worker_runtime
 from grader.worker.zygote import die_with_parent
 from grader.tasks import COURSE_ROOT
 
@@ -159,6 +159,7 @@ def _serve() -> None:
     import pytest
     for name in BASE_LIBRARIES:           # what every task's session needs, imported once and shared
         importlib.import_module(name)
+    worker_runtime()     # made here, once: a session's own would outlive it (a forked child ends by os._exit)
     replies = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)           # stray writes to fd 1 or 2 (C code, subprocesses) must not

@@ -30,7 +30,8 @@ from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, locate_module, task_named
 hostile = sibling_module(__file__, "hostile")
 harness = sibling_module(__file__, "harness")
 TASK, STUB, REFERENCE = hostile.TASK, hostile.STUB, hostile.REFERENCE
-STRUCTURAL_TESTS = ("test_scores_are_computed_with_einsum", "test_no_python_loops_over_batch_or_heads")
+STRUCTURAL_TESTS = ("test_einsum_and_no_loops_over_batch_or_heads",         # visible
+                    "test_scores_are_computed_with_einsum", "test_no_python_loops_over_batch_or_heads")
 
 
 def test_name(test) -> str:
@@ -346,15 +347,25 @@ def _secret_absent(graded: Graded) -> None:
         assert graded.context.secret not in text, f"the grader's environment reached the learner ({where})"
 
 
-def _sandbox_processes_only(graded: Graded) -> None:
+def _processes_kept_apart(graded: Graded) -> None:
+    """In the sandbox the worker sees its jail's processes only. At the uid level (no pid
+    namespace) it sees every pid and their command lines, as any user of a machine does, but the
+    links and open files of none but its own host's processes (the zygote and its workers)."""
     line = next((l for l in graded.log.splitlines() if l.startswith("PROCESSES ")), None)
     assert line, "the attack printed no process list"
     seen = json.loads(line.removeprefix("PROCESSES "))
-    assert len(seen) <= 3, f"the worker sees {len(seen)} processes: {sorted(seen)}"
     course = str(graded.context.course)
     for pid, entry in seen.items():
         for key in ("cwd", "root"):
             assert not str(entry.get(key, "")).startswith(course), f"pid {pid}'s {key} is in the course: {entry}"
+    if graded.report.run["config"]["isolation"] == "uid":
+        opened = {pid: entry for pid, entry in seen.items()
+                  if not all(str(entry[key]).startswith("refused") for key in ("cwd", "root", "exe", "fds"))}
+        strangers = {pid: entry["cmdline"] for pid, entry in opened.items() if "grader.worker.zygote" not in entry["cmdline"]}
+        assert not strangers, f"the worker read the links or open files of processes not its own: {strangers}"
+        return
+    assert len(seen) <= 3, f"the worker sees {len(seen)} processes: {sorted(seen)}"
+    for entry in seen.values():
         assert "grader.running.pool" not in entry["cmdline"] and "grader.cli" not in entry["cmdline"], entry
 
 
@@ -531,7 +542,7 @@ ATTACKS = [
            check=all_of(as_stub, refused_everything, _environment_clean, _secret_absent)),
     Attack("proc_walk", "walks /proc: cwd, root, exe, cmdline and fds of every process",
            module=after_import(h.PROC_WALK),
-           check=all_of(as_stub, _sandbox_processes_only, _secret_absent, _refused("list"))),
+           check=all_of(as_stub, _processes_kept_apart, _secret_absent, _refused("list"))),
     # submissions that are not what they seem
     Attack("symlink_to_reference", "the module is a link to the course's reference",
            build=symlink_module(lambda context: SOLUTIONS / TASK / "attention.py"),
@@ -566,7 +577,7 @@ ATTACKS = [
            module=after_import(h.DAEMON), check=all_of(as_stub, _report_is_own)),
     # the grader's channels
     Attack("reply_pipe", "writes forged replies into every pipe it can open and prints into its reply channel",
-           module=on_every_call(h.REPLY_PIPE), check=all_of(scores_nothing, _some_say("broken message", "crashed"))),
+           module=on_every_call(h.REPLY_PIPE), check=all_of(scores_nothing, _some_say("sent a broken", "crashed"))),
     Attack("wire_flood", "announces and sends two 1 GiB blobs straight into its reply channel",
            module=on_every_call(h.WIRE_FLOOD),
            check=all_of(scores_nothing, _some_say("over the size limit", "crashed"))),
@@ -578,7 +589,7 @@ ATTACKS = [
                         _bounded("fill / ", 0), _bounded("fill /dev ", 0))),
     Attack("scratch_fill", "fills the scratch folder shared with the tests (the host's disk)",
            module=on_every_call(h.SCRATCH_FILL),
-           check=all_of(scores_nothing, _some_say("in its scratch folder; the limit is", "crashed"))),
+           check=all_of(scores_nothing, _some_say("in the folders it may write; the limit is", "crashed"))),
 ]
 
 

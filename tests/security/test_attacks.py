@@ -204,7 +204,7 @@ def test_the_gradebook_lists_every_submission(batch):
     for name, graded in batch.graded.items():
         row = batch.summary[str(batch.paths[name])]
         assert float(row["points"]) == graded.report.total.points, (name, row)
-        assert (row["status"] == "complete") == graded.report.complete, (name, row)
+        assert row["status"].startswith("complete") == graded.report.complete, (name, row)    # "complete; 1 test(s) ran out of memory"
     beside = [p for p in batch.context.out_dir.parent.rglob("score_report.json")
               if not p.is_relative_to(batch.context.out_dir)]
     assert not beside, f"reports written outside the output folder: {beside}"
