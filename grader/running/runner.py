@@ -48,7 +48,9 @@ class GradingRun:
             (seeds.submission_seed(Path(self.impl), self.tasks), seeds.FROM_SUBMISSION)
         return [*paths, "--impl", str(Path(self.impl).resolve()), "--backend", self.backend,
                 "--isolation", self.isolation, "--basetemp", str(scratch), "--grader-run-id", run_id,
-                "--grader-seed", str(seed), "--grader-seed-from", seed_from,
+                "--grader-seed", str(seed),
+                # one word: a value such as "--seed" would otherwise be read as an option of its own
+                f"--grader-seed-from={seed_from}",
                 "--score-report", str(out_dir / PARTS / f"{task.name}.json"),
                 "--worker-logs", str(out_dir / "logs"), "--rootdir", str(COURSE_ROOT),
                 "-c", str(COURSE_ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
