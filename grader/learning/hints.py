@@ -98,12 +98,13 @@ def concept_named(task: Task, name: str, lang: str = "en") -> str:
 
 
 def concept_to_work_on(task: Task, lang: str = "en") -> str | None:
-    """Without a concept named, the one to hint at: the first (in README order) that the last run
-    left failing, else the first never passed, else None (every concept passed)."""
+    """Without a concept named, the one to hint at: the first that the last run left failing, else
+    the first never tried (in README order), else None (every concept passed)."""
     entry = progress.load().get(task.name)
     names = list(ladders(task, lang))
     seen = entry.concepts if entry else {}
-    failing = [n for n in names if n in seen and seen[n].status != progress.PASSED]
+    # in the order the tests check them, as the offered hints and the first failing test go
+    failing = [n for n in seen if n in names and seen[n].status != progress.PASSED]
     untried = [n for n in names if n not in seen]
     return (failing or untried or [None])[0]
 

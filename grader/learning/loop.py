@@ -55,12 +55,12 @@ def show_hint(task_name: str, concept: str | None, lang: str | None, console: Co
 
 
 def progress_table() -> Table:
-    """One row per exercise: concepts done, points of the last run, hints seen, runs."""
+    """One row per exercise: concepts passed of those checked, points of the last run, hints seen, runs."""
     by_task = progress.load()
     table = Table(title="Your progress (visible tests: practice, not a grade)", title_justify="left")
-    for column, justify in (("exercise", "left"), ("concepts done", "right"), ("points", "right"),
-                            ("hints seen", "right"), ("runs", "right"), ("last run", "left")):
-        table.add_column(column, justify=justify)
+    for column, justify in (("exercise", "left"), ("concepts", "right"), ("points", "right"),
+                            ("hints", "right"), ("runs", "right"), ("last run", "left")):
+        table.add_column(column, justify=justify, no_wrap=column == "exercise")
     totals = [0, 0, 0.0, 0.0, 0]
     for task in all_tasks():
         entry = by_task.get(task.name)
@@ -72,7 +72,7 @@ def progress_table() -> Table:
         style = "green" if entry.complete else ""
         table.add_row(Text(task.name, style=style), f"{done} / {len(entry.concepts)}",
                       f"{entry.points:g} / {entry.max_points:g}", str(used), str(entry.runs),
-                      f"{(entry.last_run or '')[:16].replace('T', ' ')} ({entry.last_source})")
+                      f"{(entry.last_run or '')[5:16].replace('T', ' ')} {entry.last_source}")
         for i, value in enumerate((done, len(entry.concepts), entry.points, entry.max_points, used)):
             totals[i] += value
     table.add_row(Text("total", style="bold"), f"{totals[0]} / {totals[1]}", f"{totals[2]:g} / {totals[3]:g}",
