@@ -22,7 +22,7 @@ from grader.reports.render import batch_table, print_report
 from grader.reports.report import ScoreReport, unwritten_reason, write_report, write_text_atomically
 from grader.running import batch
 from grader.running import runner
-from grader.tasks import EXERCISES, HIDDEN, all_tasks, task_named
+from grader.tasks import EXERCISES, HIDDEN, all_tasks, locate_module, task_named
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
 NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here"
@@ -186,6 +186,10 @@ def _watch(args, tasks, console) -> int:
         task = task_named(args.task) if args.task else watch.default_task(progress.load())
     except KeyError as exc:
         console.print(f"[red]{escape(exc.args[0])}[/]")
+        return USAGE
+    module = locate_module(args.impl, task)
+    if not module.is_file():
+        console.print(f"[red]no {escape(task.module)}.py to watch: looked for {escape(str(module))}[/]")
         return USAGE
     return watch.watch(task, args.impl.resolve(), console, hints.language(args.lang))
 

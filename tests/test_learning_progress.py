@@ -134,3 +134,27 @@ def test_a_concept_is_found_by_the_start_of_its_name_and_an_unknown_one_says_the
     assert hints.concept_named(TASK, unique[:6].upper()) == unique
     with pytest.raises(KeyError, match=re.escape(names[-1])):
         hints.concept_named(TASK, "no such concept at all")
+
+
+@pytest.mark.parametrize("gitignore", [COURSE_ROOT / ".gitignore",
+                                       COURSE_ROOT / "grader" / "delivery" / "templates" / "gitignore"],
+                         ids=["course", "release"])
+def test_git_ignores_the_progress_file(tmp_path, gitignore):
+    """In the course's checkout and in a learner's repository written by `grader release`."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text(gitignore.read_text(encoding="utf-8"), encoding="utf-8")
+    for name in (progress.PROGRESS_FILE, progress.PROGRESS_FILE + ".lock"):
+        ignored = subprocess.run(["git", "-C", str(tmp_path), "check-ignore", "-q", name])
+        assert ignored.returncode == 0, f"{gitignore.name} does not ignore {name}"
+    assert subprocess.run(["git", "-C", str(tmp_path), "check-ignore", "-q", "exercises/01/attention.py"]).returncode == 1
+
+
+def test_watch_starts_on_the_first_exercise_not_complete(learner_env):
+    from grader.learning.watch import default_task
+    first, second = task_named("01"), task_named("02")
+    assert default_task(progress.load()) == first
+    passed = score.TestResult(id="t::a", task=first.name, suite="visible", title="a", status="passed", graded=True,
+                              max_points=1.0, concept="Broadcasting")
+    progress.record(score.ScoreReport(run={}, submission={}, tasks=[score.TaskResult(first.name, first.title, None,
+                                                                                     [passed])]), "test")
+    assert default_task(progress.load()) == second
