@@ -76,11 +76,13 @@ class CheckChild:
             os.close(read_fd)
             _child(args, write_fd, log_path, parent)
         os.close(write_fd)
+        ending = None
         try:
             ending, results, current, imported = _follow(pid, read_fd, on_test, cancelled)
         finally:
             os.close(read_fd)
-            _reap(pid)
+            if ending in (None, "timeout", "cancelled"):     # killed (or interrupted), not reaped yet
+                _reap(pid)
         report = _report(report_path, results, current, ending, self.impl)
         return CheckResult(report, time.monotonic() - started, log_path, cancelled=ending == "cancelled",
                            imported=imported)
@@ -145,38 +147,55 @@ def _follow(pid: int, read_fd: int, on_test, cancelled):
     """Read the child's messages until it ends; kill it past a test's limit or when cancelled.
     Returns how it ended ("exited", "timeout", "cancelled" or "signal NAME"), the results it sent,
     the test running at the end ((nodeid, limit) or None) and the libraries it loaded."""
-    results: dict[str, dict] = {}
-    imported: list[str] = []
-    current = None
-    deadline = None
-    pending = b""
+    state = {"results": {}, "imported": [], "current": None, "deadline": None, "pending": b""}
+
+    def take(chunk: bytes) -> None:
+        state["pending"] += chunk
+        *lines, state["pending"] = state["pending"].split(b"\n")
+        for line in lines:
+            _take_message(line, state, on_test)
+
+    def outcome(ending: str):
+        return ending, state["results"], state["current"], state["imported"]
+
     while True:
         ready, _, _ = select.select([read_fd], [], [], POLL_S)
-        if ready:
-            chunk = os.read(read_fd, 1 << 16)
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                message = json.loads(line)
-                if "test" in message:
-                    current = (message["test"], float(message["limit_s"]))
-                    deadline = time.monotonic() + current[1] + WATCHDOG_MARGIN_S
-                    if on_test:
-                        on_test(message["test"].split("::")[-1], current[1])
-                elif "result" in message:
-                    results[message["result"]["id"]] = message["result"]
-                    current = deadline = None
-                else:
-                    imported = message["imported"]
-            if not chunk:           # the child closed its end: it is exiting or gone
-                _, status = os.waitpid(pid, 0)
-                return _ending(status), results, current, imported
-        if deadline is not None and time.monotonic() > deadline:
+        chunk = os.read(read_fd, 1 << 16) if ready else None
+        if chunk:
+            take(chunk)
+        else:
+            # The pipe closed, or nothing came: has the child ended? (Something it started may
+            # hold the pipe open after it: the child's exit is what counts.)
+            done, status = os.waitpid(pid, 0 if chunk == b"" else os.WNOHANG)
+            if done:
+                while select.select([read_fd], [], [], 0)[0] and (rest := os.read(read_fd, 1 << 16)):
+                    take(rest)
+                return outcome(_ending(status))
+        if state["deadline"] is not None and time.monotonic() > state["deadline"]:
             os.kill(pid, signal.SIGKILL)
-            return "timeout", results, current, imported
+            return outcome("timeout")
         if cancelled():
             os.kill(pid, signal.SIGKILL)
-            return "cancelled", results, current, imported
+            return outcome("cancelled")
+
+
+def _take_message(line: bytes, state: dict, on_test) -> None:
+    """One line from the child. Learner code shares the child's process and could write to the
+    pipe too: a line that is not one of the reporter's messages is ignored, never fatal."""
+    try:
+        message = json.loads(line)
+        if "test" in message:
+            state["current"] = (str(message["test"]), float(message["limit_s"]))
+            state["deadline"] = time.monotonic() + state["current"][1] + WATCHDOG_MARGIN_S
+            if on_test:
+                on_test(state["current"][0].split("::")[-1], state["current"][1])
+        elif "result" in message:
+            state["results"][str(message["result"]["id"])] = message["result"]
+            state["current"] = state["deadline"] = None
+        elif isinstance(message.get("imported"), list):
+            state["imported"] = [name for name in message["imported"] if isinstance(name, str)]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass
 
 
 def _ending(status: int) -> str:
