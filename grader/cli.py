@@ -22,7 +22,7 @@ from grader.reports.render import batch_table, print_report
 from grader.reports.report import ScoreReport, unwritten_reason, write_report, write_text_atomically
 from grader.running import batch
 from grader.running import runner
-from grader.tasks import EXERCISES, HIDDEN, all_tasks, task_named
+from grader.tasks import EXERCISES, HIDDEN, all_tasks, locate_module, task_named
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
 NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here"
@@ -61,6 +61,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="also run the long visible checks (a convergence run: minutes on a CPU)")
     _report_outputs(check)
     check.set_defaults(command=_check)
+
+    watch = commands.add_parser("watch", help="check a task again at every save of your module (a warm loop)")
+    watch.add_argument("task", nargs="?", metavar="TASK", help="task name or number (default: the first not complete)")
+    watch.add_argument("--impl", type=Path, default=EXERCISES, help="tree to watch (default: exercises/)")
+    watch.add_argument("--lang", choices=("en", "zh-CN"), help="language of the hints (default: from the locale)")
+    watch.set_defaults(command=_watch)
+
+    hint = commands.add_parser("hint", help="the next hint of a concept you are stuck on")
+    hint.add_argument("task", metavar="TASK", help="task name or number")
+    hint.add_argument("concept", nargs="?", help="a README section, or the start of its name "
+                                                 "(default: the first concept your last run left failing)")
+    hint.add_argument("--lang", choices=("en", "zh-CN"), help="language of the hints (default: from the locale)")
+    hint.set_defaults(command=_hint)
+
+    progress = commands.add_parser("progress", help="what your runs so far passed, per exercise")
+    progress.set_defaults(command=_progress)
 
     grade = commands.add_parser("grade", help="grade submissions on the visible and hidden suites")
     grade.add_argument("paths", nargs="+", type=Path, metavar="PATH",
@@ -152,6 +168,9 @@ def _check(args, tasks, console) -> int:
         report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0, extra_args=extra), stream=True)
         print_report(report, console, first_hint_only=True)
         _write_outputs(report, args)
+        if args.impl.resolve() == EXERCISES.resolve():        # the learner's own checkout: remembered
+            from grader.learning.loop import record_and_offer_hints
+            record_and_offer_hints(report, "check", console)
     if github:
         github.publish(report)
     if not report.complete:
@@ -159,6 +178,31 @@ def _check(args, tasks, console) -> int:
     if args.fail_under is not None:
         return FAILED if report.total.percent < args.fail_under else OK
     return FAILED if any(t.lost for t in report.tests()) else OK
+
+
+def _watch(args, tasks, console) -> int:
+    from grader.learning import hints, progress, watch
+    try:
+        task = task_named(args.task) if args.task else watch.default_task(progress.load())
+    except KeyError as exc:
+        console.print(f"[red]{escape(exc.args[0])}[/]")
+        return USAGE
+    module = locate_module(args.impl, task)
+    if not module.is_file():
+        console.print(f"[red]no {escape(task.module)}.py to watch: looked for {escape(str(module))}[/]")
+        return USAGE
+    return watch.watch(task, args.impl.resolve(), console, hints.language(args.lang))
+
+
+def _hint(args, tasks, console) -> int:
+    from grader.learning.loop import show_hint
+    return OK if show_hint(args.task, args.concept, args.lang, console) else USAGE
+
+
+def _progress(args, tasks, console) -> int:
+    from grader.learning.loop import progress_table
+    console.print(progress_table())
+    return OK
 
 
 def _grade(args, tasks, console) -> int:

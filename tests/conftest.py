@@ -1,8 +1,15 @@
 """The project's own tests. Student-facing suites live in exercises/ and tests/hidden/ and are
 run through the grader, never collected from here."""
+import os
+import tempfile
+
 import pytest
 
 collect_ignore = ["hidden"]
+
+# The runs these tests start (pytest on exercises/, `grader check`) are not a learner's attempts:
+# their progress goes to a scratch file, never into this checkout's own.
+os.environ.setdefault("GRADER_PROGRESS", os.path.join(tempfile.mkdtemp(prefix="grader-progress-"), "progress.json"))
 
 
 def pytest_addoption(parser):

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from grader.learning.hints import HINT_FILES as HINT_FILE_OF, HintFormatError, read_hints
 from grader.running import runner
 from grader.running.variants import materialize, variants_of
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, task_named
 
 TASKS = [task for task in all_tasks() if task.hidden_dir.is_dir()]
 IDS = [task.name for task in TASKS]
-HINT_FILES = ("hints.md", "hints.zh-CN.md")
+HINT_FILES = (HINT_FILE_OF["en"], HINT_FILE_OF["zh-CN"])
 HINTS_PER_CONCEPT = (2, 3)
 # A reference line this long is code of the solution, not an idiom every file shares.
 QUOTED_LINE_CHARS = 25
@@ -59,38 +60,6 @@ def visible_tests(task) -> dict[str, list[str]]:
             for concept in concepts:
                 by_concept.setdefault(concept, []).append(f"{path.name}::{name}")
     return by_concept
-
-
-class HintFormatError(ValueError):
-    pass
-
-
-def read_hints(path: Path) -> tuple[str, dict[str, list[str]]]:
-    """A hints file as (title, {section: [hint, ...]}). The format: a `# ` title line first; then per
-    concept a `## <English README section>` heading followed by an ordered list `1. ...`, `2. ...`,
-    each item one paragraph, its continuation lines indented."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if not lines or not lines[0].startswith("# "):
-        raise HintFormatError(f"{path.name} must start with a '# ' title line")
-    sections: dict[str, list[str]] = {}
-    current = None
-    for number, line in enumerate(lines[1:], start=2):
-        item = re.match(r"^(\d+)\. (\S.*)$", line)
-        if line.startswith("## "):
-            current = sections.setdefault(line[3:].strip(), [])
-        elif not line.strip():
-            continue
-        elif current is None:
-            raise HintFormatError(f"{path.name}:{number}: text before the first '## ' section")
-        elif item:
-            if int(item.group(1)) != len(current) + 1:
-                raise HintFormatError(f"{path.name}:{number}: hint {item.group(1)} follows hint {len(current)}")
-            current.append(item.group(2))
-        elif line.startswith("   ") and current:
-            current[-1] += " " + line.strip()
-        else:
-            raise HintFormatError(f"{path.name}:{number}: neither a heading, a numbered hint nor its continuation")
-    return lines[0][2:].strip(), sections
 
 
 def readme_sections(task) -> list[str]:

@@ -227,6 +227,17 @@ class GradingSession:
         return ModuleInfo(str(path), True, digest, flags)
 
 
+def grading_session(config) -> GradingSession:
+    """The session's grading state, for the plugins that extend a learner's own run
+    (`grader.learning`: the watcher's child, the progress a self-check leaves)."""
+    return config.stash[_SESSION]
+
+
+def time_limit(item) -> float:
+    """The test's own time limit in seconds (its timeout marker, else pytest-timeout's setting)."""
+    return _test_timeout(item)
+
+
 def _isolation(backend: str, wanted: str) -> dict:
     """Where learner code runs this session, and why: the report's `isolation`."""
     if backend == "inprocess":

@@ -1,0 +1,114 @@
+"""The warm loop against its budget (design notes: <= 2 s from saving the module to the result once
+the libraries are imported). A benchmark, not a test: it prints numbers and asserts nothing.
+
+For each exercise, `grader watch NN` runs on a copy of the stub; once its first screen is up, the
+reference is written over the stub and the time from that write to the reference's full score on
+the screen is taken (then the stub again, and so on, `--saves` times). Beside it: the time a cold
+`pytest exercises/NN` takes on the same reference.
+
+    python benchmarks/watch.py                   # exercises 01-05
+    python benchmarks/watch.py --tasks 01 --saves 5
+"""
+import argparse
+import os
+import queue
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from grader.tasks import COURSE_ROOT, EXERCISES, SOLUTIONS, task_named
+
+STARTUP_LIMIT_S = 300
+CHECK_LIMIT_S = 120
+SCREEN = re.compile(r"check (\d+) at [\d:]+, ([\d.]+) s: ([\d.]+) / ([\d.]+) points")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GRADER_PROGRESS": "off", "COLUMNS": "200"}
+
+
+class WatchProcess:
+    """`grader watch` with its screen read line by line (no terminal: rich prints, never clears)."""
+
+    def __init__(self, task, impl: Path):
+        grader = Path(sys.executable).with_name("grader")
+        self.process = subprocess.Popen([str(grader), "watch", task.name[:2], "--impl", str(impl)], cwd=COURSE_ROOT,
+                                        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.screens: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            found = SCREEN.search(line)
+            if found:
+                self.screens.put((time.perf_counter(), int(found[1]), float(found[2]), float(found[3]),
+                                  float(found[4])))
+
+    def next_screen(self, limit_s: float):
+        return self.screens.get(timeout=limit_s)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def time_saves(task, saves: int) -> tuple[float, list[float], list[float]]:
+    """(seconds to the first screen, write-to-screen seconds of each save of the reference, the
+    check's own seconds as the screen gives them)."""
+    stub = (EXERCISES / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+    reference = (SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="watch-bench-") as tmp:
+        module = Path(tmp) / task.name / f"{task.module}.py"
+        module.parent.mkdir()
+        module.write_text(stub, encoding="utf-8")
+        started = time.perf_counter()
+        watcher = WatchProcess(task, Path(tmp))
+        try:
+            first = watcher.next_screen(STARTUP_LIMIT_S)[0] - started
+            to_screen, in_check = [], []
+            for _ in range(saves):
+                written = time.perf_counter()
+                module.write_text(reference, encoding="utf-8")
+                shown, _, check_s, points, max_points = watcher.next_screen(CHECK_LIMIT_S)
+                if points != max_points:
+                    raise SystemExit(f"{task.name}: the reference scored {points:g} / {max_points:g} on the screen")
+                to_screen.append(shown - written)
+                in_check.append(check_s)
+                module.write_text(stub, encoding="utf-8")
+                watcher.next_screen(CHECK_LIMIT_S)
+        finally:
+            watcher.stop()
+    return first, to_screen, in_check
+
+
+def cold_pytest(task) -> float:
+    with tempfile.TemporaryDirectory(prefix="watch-bench-") as tmp:
+        shutil.copytree(SOLUTIONS / task.name, Path(tmp) / task.name)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", str(task.exercise_dir), "--impl", tmp, "-q",
+                        "-p", "no:cacheprovider"], cwd=COURSE_ROOT, env=ENV, capture_output=True, check=False)
+        return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="*", default=["01", "02", "03", "04", "05"])
+    parser.add_argument("--saves", type=int, default=3, help="saves of the reference per exercise (default 3)")
+    args = parser.parse_args()
+    print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12}")
+    print(f"{'':<22} {'':>13} {'median (min-max)':>24} {'median':>12} {'':>12}")
+    for name in args.tasks:
+        task = task_named(name)
+        first, to_screen, in_check = time_saves(task, args.saves)
+        cold = cold_pytest(task)
+        spread = f"{statistics.median(to_screen):.2f} s ({min(to_screen):.2f}-{max(to_screen):.2f})"
+        print(f"{task.name:<22} {first:>11.1f} s {spread:>24} {statistics.median(in_check):>10.2f} s {cold:>10.2f} s",
+              flush=True)
+    print("budget: save -> result <= 2 s once the libraries are imported (first screen: imports included)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The learner's commands besides the watcher: hints asked for or offered, and the progress table."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from grader.learning import hints, progress
+from grader.learning.screen import hint_text
+from grader.reports.report import ScoreReport
+from grader.tasks import all_tasks, task_named
+
+
+def record_and_offer_hints(report: ScoreReport, source: str, console: Console, lang: str | None = None) -> None:
+    """Remember a self-check's results, and print the hints now due."""
+    for task_name, hint in record_and_pick_hints(report, source, lang):
+        console.print(Text("\n").append(hint_text(task_name, hint)))
+
+
+def record_and_pick_hints(report: ScoreReport, source: str, lang: str | None = None) -> list[tuple[str, hints.Hint]]:
+    """Remember a self-check's results; for each task with a concept that keeps failing, that
+    concept's next hint (the first failing test's concept when it is one of them), marked seen."""
+    offered = []
+    for task_name, concepts in progress.record(report, source).items():
+        task = task_named(task_name)
+        result = report.task(task_name)
+        failing = [t.concept for t in result.tests if t.lost] if result else []
+        concept = next((c for c in failing if c in concepts), concepts[0])
+        hint = hints.next_hint(task, concept, hints.language(lang))
+        if hint is not None:
+            offered.append((task_name, hint))
+    return offered
+
+
+def show_hint(task_name: str, concept: str | None, lang: str | None, console: Console) -> bool:
+    """`grader hint`: the next unseen hint of a concept; False (and why) when there is none to show."""
+    lang = hints.language(lang)
+    try:
+        task = task_named(task_name)
+        concept = hints.concept_named(task, concept, lang) if concept else hints.concept_to_work_on(task, lang)
+    except KeyError as exc:
+        console.print(f"[red]{escape(exc.args[0])}[/]")
+        return False
+    if concept is None:
+        console.print(f"every concept of {task.name} passed in your last run: name one to see its hints "
+                      f"({escape(', '.join(hints.ladders(task, lang)))})")
+        return True
+    hint = hints.next_hint(task, concept, lang)
+    if hint is None:
+        console.print(f"[red]{task.name} has no hints for {escape(concept)!r}[/]")
+        return False
+    console.print(hint_text(task.name, hint))
+    return True
+
+
+def progress_table() -> Table:
+    """One row per exercise: concepts passed of those checked, points of the last run, hints seen, runs."""
+    by_task = progress.load()
+    table = Table(title="Your progress (visible tests: practice, not a grade)", title_justify="left")
+    for column, justify in (("exercise", "left"), ("concepts", "right"), ("points", "right"),
+                            ("hints", "right"), ("runs", "right"), ("last run", "left")):
+        table.add_column(column, justify=justify, no_wrap=column == "exercise")
+    totals = [0, 0, 0.0, 0.0, 0]
+    for task in all_tasks():
+        entry = by_task.get(task.name)
+        if entry is None or not entry.concepts:
+            table.add_row(task.name, "-", "-", "-", "0", Text("not started", style="dim"))
+            continue
+        done = sum(c.status == progress.PASSED for c in entry.concepts.values())
+        used = sum(entry.hints_seen.values())
+        style = "green" if entry.complete else ""
+        table.add_row(Text(task.name, style=style), f"{done} / {len(entry.concepts)}",
+                      f"{entry.points:g} / {entry.max_points:g}", str(used), str(entry.runs),
+                      f"{(entry.last_run or '')[5:16].replace('T', ' ')} {entry.last_source}")
+        for i, value in enumerate((done, len(entry.concepts), entry.points, entry.max_points, used)):
+            totals[i] += value
+    table.add_row(Text("total", style="bold"), f"{totals[0]} / {totals[1]}", f"{totals[2]:g} / {totals[3]:g}",
+                  str(totals[4]), "", "", end_section=True)
+    return table

@@ -1,0 +1,237 @@
+"""One self-check of one task, in a child forked from a warm process.
+
+The parent has imported pytest, the libraries and the visible tests' helpers once; each check is a
+fresh child that runs the task's visible suite in-process (`--backend inprocess`, the session a
+`grader check` would run, see `grader.running.runner.GradingRun`), so whatever the learner's
+module does (never import, loop, crash, leak) dies with the child. The child tells the parent,
+over a pipe, each test as it starts (with its time limit) and each result as it ends; the parent
+is the watchdog: a test that outlives its own time limit gets its child killed, and the report
+says which test it was, with the results of the tests before it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader.core.plugin import grading_session, time_limit
+from grader.learning.warm import is_library_module
+from grader.reports.report import ReportError, ScoreReport, TestResult, read_report, write_report
+from grader.running.runner import PARTS, GradingRun
+from grader.tasks import Task
+from grader.worker.zygote import die_with_parent
+
+# pytest-timeout ends an over-long test inside the child at its own limit; the parent waits this
+# much longer (the child's own report is the better one) before it kills a child whose learner
+# code swallowed that timeout or loops where no signal reaches.
+WATCHDOG_MARGIN_S = 3.0
+POLL_S = 0.05           # how often the parent looks at a running child: well under the 2 s budget
+STOPPED_AT_TIMEOUT = "stopped after a test ran past its time limit: the tests after it were not run"
+
+
+@dataclass
+class CheckResult:
+    report: ScoreReport
+    seconds: float               # from the fork to the report in hand
+    log_path: Path               # the child's pytest output
+    cancelled: bool = False      # a newer save arrived: this check was dropped unfinished
+    imported: list[str] = field(default_factory=list)     # libraries the check loaded beyond the parent's
+
+
+class CheckChild:
+    """Runs checks of `task` for the learner's tree `impl`, its files kept under `workdir`."""
+
+    def __init__(self, task: Task, impl: Path, workdir: Path):
+        self.task, self.impl, self.workdir = task, Path(impl), Path(workdir)
+        (self.workdir / "tmp").mkdir(parents=True, exist_ok=True)    # pytest makes only the last level
+        self.runs = 0
+
+    def arguments(self) -> tuple[list[str], Path]:
+        """pytest's arguments for one check (the visible suite, in-process, seed 0 as `grader
+        check` uses) and where its score report lands."""
+        self.runs += 1
+        out_dir = self.workdir / "out"
+        job = GradingRun(self.impl, [self.task], hidden=False, backend="inprocess", seed=0)
+        args = job.sessions(out_dir, self.workdir / "tmp", f"watch-{os.getpid()}-{self.runs}")[0]
+        return args, out_dir / PARTS / f"{self.task.name}.json"
+
+    def check(self, on_test=None, cancelled=lambda: False) -> CheckResult:
+        """One check. `on_test(title, limit_s)` is told each test as it starts; `cancelled()` is
+        asked as the check runs, and a True drops it (the child killed, the result marked so)."""
+        args, report_path = self.arguments()
+        report_path.unlink(missing_ok=True)
+        log_path = self.workdir / "pytest.log"
+        started = time.monotonic()
+        read_fd, write_fd = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:                                    # the child: never returns
+            os.close(read_fd)
+            _child(args, write_fd, log_path, parent)
+        os.close(write_fd)
+        ending = None
+        try:
+            ending, results, current, imported = _follow(pid, read_fd, on_test, cancelled)
+        finally:
+            os.close(read_fd)
+            if ending in (None, "timeout", "cancelled"):     # killed (or interrupted), not reaped yet
+                _reap(pid)
+        report = _report(report_path, results, current, ending, self.impl)
+        return CheckResult(report, time.monotonic() - started, log_path, cancelled=ending == "cancelled",
+                           imported=imported)
+
+
+def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int) -> None:
+    code = 3
+    try:
+        die_with_parent(parent)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C at the terminal ends the check at once
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
+        os.dup2(log, 2)          # never onto the watcher's screen
+        code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"))]))
+    finally:
+        os._exit(code)
+
+
+class ChildReporter:
+    """The child's side (a pytest plugin): each test's start and result, one JSON line each; a test
+    that ran past its time limit ends the session (the learner's loop would hang the next tests
+    too), and the last report lists every test, run or not."""
+
+    def __init__(self, pipe):
+        self.pipe = pipe
+        self.session = None
+        self.loaded_before = set(sys.modules)
+
+    def _send(self, message: dict) -> None:
+        self.pipe.write(json.dumps(message) + "\n")
+        self.pipe.flush()
+
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self._send({"test": item.nodeid, "limit_s": time_limit(item)})
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        result = grading_session(self.session.config).results.get(nodeid)
+        if result is None:
+            return
+        self._send({"result": result.to_json()})
+        if result.status == "timeout":
+            self.session.shouldstop = STOPPED_AT_TIMEOUT
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        path = session.config.getoption("score_report")
+        if path:       # after the grader's own report: the same, plus the tests a stop left unrun
+            grading = grading_session(session.config)
+            report = grading.build_report(partial=True)
+            if session.shouldstop == STOPPED_AT_TIMEOUT:
+                report.problems = [*grading.problems, STOPPED_AT_TIMEOUT]
+            write_report(report, Path(path))
+        self._send({"imported": [name for name, module in list(sys.modules.items())
+                                 if name not in self.loaded_before and is_library_module(module)]})
+
+
+def _follow(pid: int, read_fd: int, on_test, cancelled):
+    """Read the child's messages until it ends; kill it past a test's limit or when cancelled.
+    Returns how it ended ("exited", "timeout", "cancelled" or "signal NAME"), the results it sent,
+    the test running at the end ((nodeid, limit) or None) and the libraries it loaded."""
+    state = {"results": {}, "imported": [], "current": None, "deadline": None, "pending": b""}
+
+    def take(chunk: bytes) -> None:
+        state["pending"] += chunk
+        *lines, state["pending"] = state["pending"].split(b"\n")
+        for line in lines:
+            _take_message(line, state, on_test)
+
+    def outcome(ending: str):
+        return ending, state["results"], state["current"], state["imported"]
+
+    while True:
+        ready, _, _ = select.select([read_fd], [], [], POLL_S)
+        chunk = os.read(read_fd, 1 << 16) if ready else None
+        if chunk:
+            take(chunk)
+        else:
+            # The pipe closed, or nothing came: has the child ended? (Something it started may
+            # hold the pipe open after it: the child's exit is what counts.)
+            done, status = os.waitpid(pid, 0 if chunk == b"" else os.WNOHANG)
+            if done:
+                while select.select([read_fd], [], [], 0)[0] and (rest := os.read(read_fd, 1 << 16)):
+                    take(rest)
+                return outcome(_ending(status))
+        if state["deadline"] is not None and time.monotonic() > state["deadline"]:
+            os.kill(pid, signal.SIGKILL)
+            return outcome("timeout")
+        if cancelled():
+            os.kill(pid, signal.SIGKILL)
+            return outcome("cancelled")
+
+
+def _take_message(line: bytes, state: dict, on_test) -> None:
+    """One line from the child. Learner code shares the child's process and could write to the
+    pipe too: a line that is not one of the reporter's messages is ignored, never fatal."""
+    try:
+        message = json.loads(line)
+        if "test" in message:
+            state["current"] = (str(message["test"]), float(message["limit_s"]))
+            state["deadline"] = time.monotonic() + state["current"][1] + WATCHDOG_MARGIN_S
+            if on_test:
+                on_test(state["current"][0].split("::")[-1], state["current"][1])
+        elif "result" in message:
+            state["results"][str(message["result"]["id"])] = message["result"]
+            state["current"] = state["deadline"] = None
+        elif isinstance(message.get("imported"), list):
+            state["imported"] = [name for name in message["imported"] if isinstance(name, str)]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass
+
+
+def _ending(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+    return "exited"
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def _report(path: Path, results: dict, current, ending: str, impl: Path) -> ScoreReport:
+    """The check's report: the child's own when it finished; else the one it wrote when the tests
+    were collected, with the results it sent since, and the test it died in said as such."""
+    try:
+        report = read_report(path)
+    except ReportError:
+        why = "was stopped" if ending in ("timeout", "cancelled") else f"died ({ending})"
+        return ScoreReport.failed(f"the check {why} before its tests were collected", {"path": str(impl)})
+    if ending == "exited":
+        return report
+    for task in report.tasks:
+        for index, test in enumerate(task.tests):
+            if test.id in results:
+                task.tests[index] = TestResult.from_json(results[test.id], task.task)
+            elif current and test.id == current[0] and ending != "cancelled":
+                test.status = "timeout" if ending == "timeout" else "crashed"
+                test.feedback = (f"did not finish within its time limit of {current[1]:g} s: the check was stopped "
+                                 "(a loop that never ends?)" if ending == "timeout" else
+                                 f"the process running the test died ({ending}): a crash in native code, "
+                                 "or os._exit?")
+    if ending == "timeout":
+        report.problems = [STOPPED_AT_TIMEOUT]      # in place of the partial report's "not run yet"
+    return report

@@ -1,0 +1,79 @@
+"""Warming a watcher up: what it imports once so that every check forked from it finds it loaded.
+Only installed libraries and the course's own code, never the learner's module: that is read
+(for the libraries it names), not run."""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import sys
+import sysconfig
+from pathlib import Path
+
+from grader.tasks import SOLUTIONS, Task, locate_module
+
+_LIBRARY_DIRS = tuple({Path(sysconfig.get_paths()[key]).resolve()
+                       for key in ("stdlib", "platstdlib", "purelib", "platlib")})
+_GRADER_DIR = Path(__file__).resolve().parent.parent
+
+
+def is_library_module(module) -> bool:
+    """An installed library's module or the grader's own: what the watcher may import itself.
+    The learner's module (loaded under a private name, from their folder) never is."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    path = Path(file).resolve()
+    return any(path.is_relative_to(folder) for folder in (*_LIBRARY_DIRS, _GRADER_DIR))
+
+
+def imports_of(path: Path) -> list[str]:
+    """The modules a Python file imports, read from its syntax tree (never run), at any depth."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def _installed(name: str) -> bool:
+    try:
+        spec = importlib.util.find_spec(name.split(".")[0])
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+        return spec is not None
+    return any(Path(spec.origin).resolve().is_relative_to(folder) for folder in (*_LIBRARY_DIRS, _GRADER_DIR))
+
+
+def import_quietly(names) -> None:
+    """Import what a check will need, so that the children forked later find it loaded. A library
+    that fails to import here fails in the check too, where the learner sees why."""
+    for name in names:
+        if name in sys.modules or not _installed(name):
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
+def warm_up(task: Task, impl: Path) -> None:
+    """pytest, the libraries every suite needs, those the task's visible tests, probes and modules
+    import (the learner's and the reference's, read, not run), and the visible tests' probes."""
+    from grader.running.pool import BASE_LIBRARIES
+    from grader.worker.loading import sibling_module
+    files = [*sorted(task.exercise_dir.glob("test_*.py")), task.exercise_dir / "probes.py",
+             locate_module(impl, task), SOLUTIONS / task.name / f"{task.module}.py"]
+    import_quietly(["pytest", *BASE_LIBRARIES, *(name for path in files for name in imports_of(path))])
+    if (task.exercise_dir / "probes.py").is_file():
+        try:       # the course's helpers, loaded by path as the tests load them: the tests find them cached
+            sibling_module(str(task.exercise_dir / "probes.py"), "probes")
+        except Exception:
+            pass

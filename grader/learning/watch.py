@@ -1,0 +1,124 @@
+"""`grader watch [TASK]`: the warm loop. One process per task imports pytest, the libraries and
+the visible tests' helpers once (never the learner's module); each save of the learner's module
+or of a visible test file starts a fresh check in a forked child (`grader.learning.session`), and
+the screen shows the concepts' table, the first failing test with the learner's own line, and a
+hint once a concept keeps failing. A module that does not import, loops or crashes costs that
+check alone: the watcher stays.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import queue
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from grader.learning.warm import import_quietly, warm_up
+from grader.tasks import Task, all_tasks, locate_module
+
+# watchfiles yields a burst of events (an editor's write, rename and chmod) this long after the
+# last one: short against the 2 s budget, long enough to see one save as one change.
+SETTLE_MS = 50
+# A burst that never settles (a formatter rewriting the file) is yielded after this long anyway.
+BURST_LIMIT_MS = 400
+
+
+def default_task(progress_by_task: dict) -> Task:
+    """The first exercise not complete yet (by the progress the learner's runs left), else the first."""
+    tasks = all_tasks()
+    return next((t for t in tasks if not (t.name in progress_by_task and progress_by_task[t.name].complete)), tasks[0])
+
+
+def watched_names(task: Task) -> set[str]:
+    return {f"{task.module}.py", *(p.name for p in task.exercise_dir.glob("test_*.py"))}
+
+
+# ---------------------------------------------------------------- the loop
+
+class Watcher:
+    def __init__(self, task: Task, impl: Path, console: Console, lang: str):
+        self.task, self.impl, self.console, self.lang = task, Path(impl), console, lang
+        self.module_path = locate_module(self.impl, task)
+        self.saves: queue.Queue[float] = queue.Queue()
+        self.stop = threading.Event()
+        self.hint = None          # the hint offered last, shown until its concept passes
+
+    def run(self) -> int:
+        from grader.learning.session import CheckChild
+        with self.console.status(f"loading the libraries of {self.task.name}"):
+            warm_up(self.task, self.impl)
+        gc.freeze()          # what the watcher holds is shared with every child, never rescanned
+        thread = threading.Thread(target=self._watch_files, daemon=True)
+        thread.start()
+        try:
+            with tempfile.TemporaryDirectory(prefix="grader-watch-") as workdir:
+                child = CheckChild(self.task, self.impl, Path(workdir))
+                self.saves.put(time.monotonic())            # a first check at once
+                while True:
+                    self._wait_for_save()
+                    self._check(child)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop.set()
+            thread.join(timeout=2)
+        self.console.print("stopped watching.")
+        return 0
+
+    def _watch_files(self) -> None:
+        import watchfiles
+        names = watched_names(self.task)
+        folder = self.module_path.parent
+        only_ours = lambda change, path: Path(path).name in names      # noqa: E731 (a filter, one line)
+        for _ in watchfiles.watch(folder, watch_filter=only_ours, step=SETTLE_MS, debounce=BURST_LIMIT_MS,
+                                  stop_event=self.stop, raise_interrupt=False):
+            self.saves.put(time.monotonic())
+
+    def _wait_for_save(self) -> None:
+        while True:
+            try:
+                self.saves.get(timeout=0.5)      # a timeout, so that Ctrl-C is seen at once
+                break
+            except queue.Empty:
+                continue
+        while not self.saves.empty():             # several saves while the last check ran: one check
+            self.saves.get_nowait()
+
+    def _check(self, child) -> None:
+        from grader.learning import hints, progress
+        from grader.learning.screen import check_screen
+        with self.console.status(f"checking {self.module_path.name}") as status:
+            result = child.check(on_test=lambda name, limit: status.update(f"checking: {name} (limit {limit:g} s)"),
+                                 cancelled=lambda: not self.saves.empty())
+        if result.cancelled:            # a newer save: its check comes next
+            return
+        due = progress.record(result.report, source="watch").get(self.task.name, [])
+        task = result.report.task(self.task.name)
+        failing = [t.concept for t in task.tests if t.lost] if task else []
+        if due:
+            concept = next((c for c in failing if c in due), due[0])
+            self.hint = hints.next_hint(self.task, concept, self.lang) or self.hint
+        if self.hint is not None and self.hint.concept not in failing:
+            self.hint = None
+        total = task.points if task else 0
+        header = Text.assemble(("grader watch ", "bold"), f"{self.task.name}: {self.task.title}\n",
+                               f"check {child.runs} at {datetime.now():%H:%M:%S}, {result.seconds:.2f} s: ",
+                               (f"{total:g} / {task.max_points if task else 0:g} points", "bold"))
+        footer = f"watching {self.module_path.name} and the visible tests; save to check again, Ctrl-C to stop"
+        self.console.clear()
+        self.console.print(check_screen(result.report, self.task.name, header, self.hint, footer))
+        import_quietly(result.imported)       # what this check loaded beyond the warm-up: warm for the next
+
+
+def watch(task: Task, impl: Path, console: Console, lang: str) -> int:
+    # One thread for torch, as the grading pool runs (see grader.running.pool): the suites' small
+    # models gain nothing from more, and spinning OpenMP threads slow the learner's other work.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    return Watcher(task, impl, console, lang).run()

@@ -1,0 +1,121 @@
+"""`grader watch` driven as a person would, in a real terminal (tmux): start it on the stub, save a
+fix, a syntax error, an endless loop and the stub again, read the screen after each save, then
+leave with Ctrl-C. Skips, saying why, where tmux is not installed (.ci/run installs it)."""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from grader.learning.progress import HINT_AFTER_FAILING_RUNS
+from grader.tasks import EXERCISES, SOLUTIONS, task_named
+
+TASK = task_named("01")
+STARTUP_S = 120          # the first screen: torch and the libraries imported on a loaded 2-core box
+CHECK_S = 30             # a check of the reference takes about a second; a loaded box, much longer
+HANG_S = 90              # a test's own 30 s limit, then the screen
+WIDTH, HEIGHT = 160, 70
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (apt-get install tmux; .ci/run does)")
+
+
+class Terminal:
+    """One tmux session running one command, read back as the person would see it."""
+
+    def __init__(self, command: str, env: dict):
+        self.name = f"grader-watch-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+        # The shell stays after the command, so that its exit line can be read.
+        script = f"export {exports}; {command}; echo \"[exited $?]\"; sleep 600"
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(WIDTH), "-y", str(HEIGHT),
+                        "bash", "-c", script], check=True)
+
+    def screen(self) -> str:
+        out = subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", self.name], capture_output=True, text=True)
+        return out.stdout
+
+    def wait_for(self, pattern: str, limit_s: float) -> str:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if re.search(pattern, text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"no {pattern!r} on the screen after {limit_s:g} s; it shows:\n{self.screen()}")
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def first_hint(concept: str) -> str:
+    """The first hint of `concept`, read from the hints file the plain way (its first numbered line)."""
+    text = (TASK.exercise_dir / "hints.md").read_text(encoding="utf-8")
+    section = text.split(f"## {concept}\n", 1)[1]
+    return re.search(r"^1\. (.+)$", section, re.M).group(1)
+
+
+@pytest.fixture
+def terminal(tmp_path):
+    module = tmp_path / "impl" / TASK.name / f"{TASK.module}.py"
+    module.parent.mkdir(parents=True)
+    shutil.copy(EXERCISES / TASK.name / module.name, module)
+    env = {"GRADER_PROGRESS": str(tmp_path / "progress.json"), "GRADER_LANG": "en", "OMP_NUM_THREADS": "1",
+           "PATH": os.environ["PATH"]}
+    grader = Path(sys.executable).with_name("grader")
+    term = Terminal(f"{shlex.quote(str(grader))} watch {TASK.name[:2]} --impl {shlex.quote(str(module.parent.parent))}",
+                    env)
+    yield term, module
+    term.close()
+
+
+def save(module: Path, text: str) -> None:
+    module.write_text(text, encoding="utf-8")
+
+
+def test_watch_follows_the_learners_saves(terminal):
+    term, module = terminal
+    screen = term.wait_for(r"check 1 at .*points", STARTUP_S)
+    assert "0 / 14.5 points" in screen
+    assert "first to fix: failed" in screen and "is not implemented yet" in screen
+    assert re.search(r"your line: line \d+, in softmax", screen)
+    assert "Stable softmax" in screen and "to fix" in screen
+    assert "hint 1 of" not in screen, "no hint before a concept has failed three runs"
+
+    save(module, (SOLUTIONS / TASK.name / module.name).read_text(encoding="utf-8"))
+    screen = term.wait_for(r"check 2 at .*points", CHECK_S)
+    assert "14.5 / 14.5 points" in screen and "every visible test passed" in screen
+    assert "to fix" not in screen
+
+    save(module, "import math\n\n\ndef softmax(x, axis=-1:\n    return x\n")
+    screen = term.wait_for(r"check 3 at .*points", CHECK_S)
+    assert "every test stopped at the same error" in screen
+    assert "could not be imported: SyntaxError" in screen and "line 4" in screen
+
+    reference = (SOLUTIONS / TASK.name / module.name).read_text(encoding="utf-8")
+    save(module, reference.replace("def softmax(x, axis=-1):\n", "def softmax(x, axis=-1):\n    while True:\n"
+                                                                  "        pass\n", 1))
+    screen = term.wait_for(r"check 4 at .*points", HANG_S)
+    assert "first to fix: timeout" in screen and "did not finish in time" in screen
+    assert "stopped after a test ran past its time limit" in screen
+
+    # The stub again: Stable softmax has now failed three runs in a row without a gain.
+    assert HINT_AFTER_FAILING_RUNS == 3
+    save(module, (EXERCISES / TASK.name / module.name).read_text(encoding="utf-8"))
+    screen = term.wait_for(r"check 5 at .*points", CHECK_S)
+    assert "hint 1 of 3 · Stable softmax" in screen
+    assert " ".join(first_hint("Stable softmax").split()[:6]) in " ".join(screen.split())
+
+    term.keys("C-c")
+    screen = term.wait_for(r"\[exited \d+\]", 15)
+    assert "stopped watching." in screen and "[exited 0]" in screen
+    assert "Traceback" not in screen
