@@ -17,6 +17,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -336,13 +337,13 @@ def grading_env(work: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def enterable_by_all(folder: Path) -> None:
-    """Let every user enter (not list) `folder` and the folders above it: pytest makes its own
-    temporary folders for their owner alone, which a worker of another uid could not reach."""
-    for path in (folder, *folder.parents):
-        mode = path.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            os.chmod(path, stat.S_IMODE(mode) | 0o011)
+def work_folder(name: str) -> Path:
+    """A folder for a grading's files that workers of another uid may enter (not list): in the
+    system's temporary folder, since pytest's own (/tmp/pytest-of-<user>) is its owner's alone,
+    and every new pytest session on the machine makes it so again. The caller removes it."""
+    folder = Path(tempfile.mkdtemp(prefix=f"l1-{name}-", dir=sandbox.shared_temp_root()))
+    os.chmod(folder, 0o711)
+    return folder
 
 
 def new_marker() -> str:

@@ -4,6 +4,7 @@ unchanged, no process or cgroup of it survives, no connection reached the host, 
 processes stayed small and the gradebook lists everyone."""
 import csv
 import secrets
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ class Batch:
 
 
 @pytest.fixture(scope="module", params=harness.LEVELS)
-def batch(tmp_path_factory, request) -> Batch:
+def batch(request) -> Batch:
     """The batch graded at each isolation level: in the sandbox, and at the uid level where no
     namespace can be made (a real seccomp filter, as a platform's container has)."""
     level = request.param
@@ -59,8 +60,8 @@ def batch(tmp_path_factory, request) -> Batch:
         pytest.skip(why_not)
     if level == "uid":
         uid_jail.seal()        # what the first grading at this level does to the course: not an attack's change
-    work = tmp_path_factory.mktemp(f"security-{level}")
-    harness.enterable_by_all(work)      # its temporary folder holds what the workers (of another uid) must reach
+    work = harness.work_folder(f"security-{level}")     # it holds what the workers (of another uid) must reach
+    request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
     subs, out_dir = work / "subs", work / "out"
     marker, secret = harness.new_marker(), secrets.token_hex(16)
     listener = harness.Listener(marker)
