@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
+from rich.text import Text
 
 from grader.running.executors import not_finished
 
@@ -66,8 +66,8 @@ class BatchProgress:
         self._live = Live(self, console=self.console, refresh_per_second=2, transient=False) \
             if self.console.is_terminal else None
 
-    def __rich__(self) -> str:           # the live line, redrawn with a fresh rate and ETA
-        return escape(self.text())
+    def __rich__(self) -> Text:          # the live line, redrawn with a fresh rate and ETA; plain text, never markup
+        return Text(self.text())
 
     def text(self) -> str:
         return line(self.counts, self._clock() - self._start, self._done_here)
