@@ -245,6 +245,13 @@ def _grade(args, tasks, console) -> int:
         console.print("[red]--shard and --executor slurm write one folder per submission: give --out-dir "
                       "(and no one-submission output)[/]")
         return USAGE
+    if args.executor == "slurm":
+        import importlib.util
+        import shutil
+        if importlib.util.find_spec("submitit") is None or shutil.which("sbatch") is None:
+            console.print("[red]--executor slurm needs submitit (pip install -e '.[cluster]') and Slurm's sbatch "
+                          "on the PATH[/]")
+            return USAGE
     try:
         level, _ = isolation.choose(args.isolation)
     except isolation.IsolationUnavailable as exc:

@@ -55,7 +55,7 @@ def test_the_progress_line_says_how_far_how_fast_and_how_long_still():
     # 5 units ended in 120 s: 2.5 a minute; 10 - 4 done - 1 failed = 5 left: 120 s more
     counts = Counts(total=10, done=4, failed=1, running=2, pending=3)
     assert line(counts, 120.0, 5) == \
-        "done 4/10 · running 2, pending 3 · failed 1 (ended by the scheduler) · 2.5/min · ETA 2 min 00 s"
+        "done 4/10 | running 2, pending 3 | failed 1 (ended by the scheduler) | 2.5/min | ETA 2 min 00 s"
     assert line(Counts(total=3), 10.0, 0) == "done 0/3"            # no rate before a first report
 
 
@@ -78,7 +78,7 @@ def test_a_log_gets_a_plain_line_now_and_then_not_one_a_report(capsys):
         progress.finished(ScoreReport.failed(f"{NOT_FINISHED}: Slurm ended it", {}))
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "done 2/52"
-    assert lines[1].startswith("done 22/52 · failed 1 ") and len(lines) == 3
+    assert lines[1].startswith("done 22/52 | failed 1 ") and len(lines) == 3
 
 
 def test_a_terminal_gets_a_live_line():
@@ -87,4 +87,4 @@ def test_a_terminal_gets_a_live_line():
         progress.planned(kept=0, to_grade=2)
         progress.queue(running=1, pending=1)
         progress.finished(ScoreReport.failed("graded", {}))
-    assert "done 1/2 · running 0, pending 1" in screen.getvalue()
+    assert "done 1/2 | running 0, pending 1" in screen.getvalue()

@@ -103,3 +103,12 @@ def test_a_shard_grades_its_slice_alone_and_summarises_the_whole_out_dir(tmp_pat
     assert again.returncode == 0, again.stdout + again.stderr
     with open(out / "summary.csv") as f:
         assert sorted(row["submission"] for row in csv.DictReader(f)) == ["exercises", "solutions"]
+
+
+def test_a_slice_or_a_cluster_batch_needs_an_out_dir(tmp_path):
+    for extra in (["--shard", "0/2"], ["--executor", "slurm"]):
+        result = grader("grade", "solutions", "exercises", *extra)
+        assert result.returncode == 2 and "--out-dir" in result.stdout, result.stdout + result.stderr
+    result = grader("grade", "solutions", "--shard", "0/2", "--out-dir", tmp_path / "o", "--json", tmp_path / "r.json")
+    assert result.returncode == 2
+    assert not (tmp_path / "o").exists()             # refused before anything was graded

@@ -4,7 +4,10 @@ that was killed is finished by running it again with `resume`: reports already o
 the missing ones graded.
 
 Submissions are folders, or zip files unpacked with care (`grader.running.archives`). Each one
-gets an output folder of its own, whatever the submissions are called (`unique_names`).
+gets an output folder of its own, whatever the submissions are called (`unique_names`). The batch
+decides what is graded and into which folder; where the gradings run is its executor's
+(`grader.running.executors`: here, or a Slurm array), and a shard (`grader.running.shards`)
+grades one slice of the batch.
 """
 from __future__ import annotations
 

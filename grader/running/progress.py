@@ -41,7 +41,7 @@ def line(counts: Counts, elapsed_s: float, done_here: int) -> str:
         left = counts.total - counts.done - counts.failed
         if left:
             parts.append(f"ETA {_duration(left / rate)}")
-    return " · ".join(parts)
+    return " | ".join(parts)     # ASCII: a log may not be UTF-8
 
 
 def _duration(seconds: float) -> str:
