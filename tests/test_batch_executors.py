@@ -76,9 +76,12 @@ def test_a_log_gets_a_plain_line_now_and_then_not_one_a_report(capsys):
             progress.finished(ScoreReport.failed("graded", {}))
         clock.now += PLAIN_EVERY_S
         progress.finished(ScoreReport.failed(f"{NOT_FINISHED}: Slurm ended it", {}))
+        clock.now += 1
+        progress.finished(ScoreReport.failed("graded", {}))        # too soon for a line: the end's says it
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "done 2/52"
-    assert lines[1].startswith("done 22/52 | failed 1 ") and len(lines) == 3
+    assert lines[1].startswith("done 22/52 | failed 1 ")
+    assert lines[2].startswith("done 23/52 | failed 1 ") and len(lines) == 3
 
 
 def test_a_terminal_gets_a_live_line():

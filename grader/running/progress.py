@@ -61,7 +61,7 @@ class BatchProgress:
         self.counts = Counts(total)
         self.console = console or Console(highlight=False)
         self._clock, self._start, self._done_here = clock, clock(), 0
-        self._last_plain = None
+        self._last_plain, self._last_text = None, None
         self._lock = threading.Lock()
         self._live = Live(self, console=self.console, refresh_per_second=2, transient=False) \
             if self.console.is_terminal else None
@@ -112,7 +112,9 @@ class BatchProgress:
             self._plain()
 
     def _plain(self, force: bool = False) -> None:
-        now = self._clock()
+        now, text = self._clock(), self.text()
+        if text == self._last_text:
+            return
         if force or self._last_plain is None or now - self._last_plain >= PLAIN_EVERY_S:
-            self._last_plain = now
-            print(self.text(), file=sys.stderr, flush=True)
+            self._last_plain, self._last_text = now, text
+            print(text, file=sys.stderr, flush=True)
