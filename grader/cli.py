@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep the reports --out-dir already holds and grade only the missing ones")
     grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
                        help=f"wall-time limit of one submission's grading (default {runner.RUN_LIMIT_S:g})")
+    _batch_options(grade)
     _report_outputs(grade, one_submission=True)
     grade.add_argument("--gradescope", type=Path, metavar="OUT", help="Gradescope's results.json (one submission)")
     grade.add_argument("--gradescope-hidden-visibility", choices=VISIBILITIES, default=DEFAULT_HIDDEN_VISIBILITY,
@@ -117,6 +118,29 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the variants run: the course's own code needs no isolation, so "
                             "in-process by default (faster); `worker` audits through the official path")
     audit.set_defaults(command=_audit)
+
+    k8s = commands.add_parser("k8s-job", help="write a Kubernetes Indexed Job that grades a batch in shards")
+    k8s.add_argument("--image", required=True, help="the course's image: the full course installed, `grader` on the PATH")
+    k8s.add_argument("--shards", type=int, required=True, metavar="N", help="pods to complete, each one slice")
+    k8s.add_argument("--parallelism", type=int, metavar="P", help="pods at once (default: every shard)")
+    k8s.add_argument("--claim", required=True, metavar="PVC",
+                     help="the PersistentVolumeClaim holding the submissions and receiving the out-dir")
+    k8s.add_argument("--submissions-path", default="submissions", metavar="DIR",
+                     help="the submissions' folder in the claim: one folder or zip each (default submissions)")
+    k8s.add_argument("--out-path", default="grading", metavar="DIR", help="the out-dir in the claim (default grading)")
+    k8s.add_argument("--level", choices=("sandbox", "uid"), default="sandbox",
+                     help="the isolation the pods give learner code, and the security context it needs "
+                          "(README, \"Grading a large class\"; default sandbox)")
+    k8s.add_argument("--jobs", type=int, default=1, help="gradings at once in each pod (its cores and memory follow)")
+    k8s.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
+    k8s.add_argument("--gpus", type=int, default=0, help="GPUs of each pod (nvidia.com/gpu; default 0)")
+    k8s.add_argument("--course-root", default="/course", metavar="DIR", help="where the image holds the course")
+    k8s.add_argument("--course-secret", metavar="SECRET",
+                     help="a Kubernetes Secret whose key grader-secret holds the course's .grader-secret, so "
+                          "that every pod draws a submission's hidden inputs alike")
+    k8s.add_argument("--name", default="grader-batch", help="the Job's name (default grader-batch)")
+    k8s.add_argument("--output", "-o", type=Path, metavar="OUT.yaml", help="write here (default: standard output)")
+    k8s.set_defaults(command=_k8s_job)
 
     summary = commands.add_parser("summary", help="the class summary of a folder of score reports")
     summary.add_argument("folder", type=Path, metavar="DIR",
@@ -149,6 +173,42 @@ def _parser() -> argparse.ArgumentParser:
                           help="the autograder has a CUDA GPU: GPU tests count toward the grade (default: left out)")
     nbgrader.set_defaults(command=_nbgrader)
     return parser
+
+
+def _batch_options(grade) -> None:
+    """Large classes: a slice of the batch (--shard), and where its gradings run (--executor)."""
+    from grader.running.slurm import MAX_RUNNING
+    grade.add_argument("--shard", metavar="I/N",
+                       help="grade only the I-th of N slices of the submissions (sorted by path), I from 0 to N-1; "
+                            "`--shard N` takes I from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or "
+                            "SLURM_ARRAY_TASK_ID")
+    grade.add_argument("--executor", choices=("local", "slurm"), default="local",
+                       help="where the gradings run: here, --jobs at a time (local, the default), or as a Slurm "
+                            "job array, waiting for it (slurm; --out-dir on a file system the nodes share)")
+    slurm = grade.add_argument_group("--executor slurm (defaults from a grading's budget: README, "
+                                     "\"Grading a large class\")")
+    slurm.add_argument("--partition", help="the Slurm partition (default: the cluster's default)")
+    slurm.add_argument("--time-limit", type=int, metavar="MINUTES", help="of each array task")
+    slurm.add_argument("--mem-gb", type=float, help="memory of each array task")
+    slurm.add_argument("--cpus-per-task", type=int, help="cores of each array task")
+    slurm.add_argument("--gpus-per-task", type=int, default=0, help="GPUs of each array task (default 0)")
+    slurm.add_argument("--max-tasks", type=int, default=MAX_RUNNING,
+                       help=f"array tasks running at once (default {MAX_RUNNING})")
+    slurm.add_argument("--per-task", type=int, default=1, metavar="N",
+                       help="submissions graded by each array task, --jobs of them at once (default 1)")
+    slurm.add_argument("--slurm-folder", type=Path, metavar="DIR",
+                       help="job scripts and logs, on the shared file system (default: OUT_DIR/.slurm)")
+
+
+def _executor(args, out_dir: Path):
+    from grader.running.executors import LocalExecutor
+    if args.executor == "local":
+        return LocalExecutor(args.jobs)
+    from grader.running.slurm import SlurmExecutor, SlurmOptions
+    return SlurmExecutor(SlurmOptions(
+        folder=(args.slurm_folder or out_dir / ".slurm").absolute(), partition=args.partition,
+        time_min=args.time_limit, mem_gb=args.mem_gb, cpus_per_task=args.cpus_per_task,
+        gpus_per_task=args.gpus_per_task, max_running=args.max_tasks, per_task=args.per_task, jobs=args.jobs))
 
 
 def _report_outputs(command, one_submission: bool = False) -> None:
@@ -217,6 +277,25 @@ def _grade(args, tasks, console) -> int:
     if args.resume and not args.out_dir:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
         return USAGE
+    shard = None
+    if args.shard:
+        from grader.running import shards
+        try:
+            shard = shards.parse(args.shard)
+        except shards.ShardError as exc:
+            console.print(f"[red]{escape(str(exc))}[/]")
+            return USAGE
+    if (shard or args.executor != "local") and (single or not args.out_dir):
+        console.print("[red]--shard and --executor slurm write one folder per submission: give --out-dir "
+                      "(and no one-submission output)[/]")
+        return USAGE
+    if args.executor == "slurm":
+        import importlib.util
+        import shutil
+        if importlib.util.find_spec("submitit") is None or shutil.which("sbatch") is None:
+            console.print("[red]--executor slurm needs submitit (pip install -e '.[cluster]') and Slurm's sbatch "
+                          "on the PATH[/]")
+            return USAGE
     try:
         level, reason = isolation.choose(args.isolation)
     except isolation.IsolationUnavailable as exc:
@@ -233,14 +312,12 @@ def _grade(args, tasks, console) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
         uid_jail.seal(*([out_dir] if out_dir else []), *args.paths)
     template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=args.isolation)
-    with console.status(f"grading {len(args.paths)} submission(s)") as status:
-        done = []
-
-        def progress(entry):
-            done.append(entry)
-            status.update(f"graded {len(done)} of {len(args.paths)} (last: {escape(entry.path)})")
+    from grader.running.progress import BatchProgress
+    with BatchProgress(console=console) as progress:
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
-                              limit_s=args.submission_timeout, on_done=progress)
+                              limit_s=args.submission_timeout, shard=shard, executor=_executor(args, out_dir),
+                              on_plan=progress.planned, on_done=lambda entry: progress.finished(entry.report),
+                              on_poll=progress.queue)
     reports = [e.report for e in entries]
     if len(reports) == 1:
         unwritten = _write_outputs(reports[0], args)      # first: the files are what a platform reads
@@ -249,7 +326,7 @@ def _grade(args, tasks, console) -> int:
         console.print(batch_table([e.name for e in entries], reports))
         unwritten = []
     if out_dir:
-        unwritten += _write_batch_outputs(out_dir, entries)
+        unwritten += _write_batch_outputs(out_dir, entries, whole_batch=shard is not None)
         console.print(f"reports, logs and the class summary (summary.csv, concepts.csv, class.html): "
                       f"{escape(str(out_dir))}/")
     if any(not r.complete for r in reports) or unwritten:
@@ -291,19 +368,20 @@ def _write_outputs(report: ScoreReport, args) -> list[str]:
     return unwritten
 
 
-def _write_batch_outputs(out_dir: Path, entries) -> list[str]:
+def _write_batch_outputs(out_dir: Path, entries, whole_batch: bool = False) -> list[str]:
     """Each submission's page and the class summary. A page that cannot be written costs that
     submission its page alone (said in its gradebook row and on stderr); the others' pages and
-    the class files are written all the same."""
+    the class files are written all the same. With `whole_batch` (a shard), the class summary is
+    of every report in the out-dir so far, the other shards' too."""
     from grader.reports.html import report_html
-    from grader.reports.summary import write_class_summary
+    from grader.reports.summary import load_entries, write_class_summary
     unwritten = []
     for entry in entries:
         page = out_dir / entry.name / "report.html"
         failed = _attempt("HTML page", page, lambda path: write_text_atomically(path, report_html(entry.report)))
         entry.unwritten += failed
         unwritten += failed
-    _, failed = write_class_summary(out_dir, entries)
+    _, failed = write_class_summary(out_dir, load_entries(out_dir) if whole_batch else entries)
     for why in failed:
         _say_unwritten(why)
     return unwritten + failed
@@ -347,6 +425,26 @@ def _audit(args, tasks, console) -> int:
     if args.json:
         args.json.write_text(json.dumps([a.to_json() for a in audits], indent=2) + "\n", encoding="utf-8")
     return OK if all(a.ok for a in audits) else FAILED
+
+
+def _k8s_job(args, tasks, console) -> int:
+    from grader.delivery import kubernetes
+    if args.shards < 1 or (args.parallelism is not None and args.parallelism < 1) or args.jobs < 1:
+        console.print("[red]--shards, --parallelism and --jobs count from 1[/]")
+        return USAGE
+    manifest = kubernetes.indexed_job(
+        name=args.name, image=args.image, shards=args.shards, parallelism=args.parallelism, claim=args.claim,
+        submissions_path=args.submissions_path, out_path=args.out_path, level=args.level, jobs=args.jobs,
+        tasks=[task.name for task in tasks] if args.tasks else [], gpus=args.gpus, course_root=args.course_root,
+        secret=args.course_secret)
+    text = kubernetes.to_yaml(manifest)
+    if args.output is None:
+        sys.stdout.write(text)
+        return OK
+    write_text_atomically(args.output, text)
+    console.print(f"wrote {escape(str(args.output))}: kubectl apply -f {escape(str(args.output))}, then, once the "
+                  f"Job is complete, grader summary on the out-dir")
+    return OK
 
 
 def _summary(args, tasks, console) -> int:

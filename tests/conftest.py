@@ -1,9 +1,15 @@
 """The project's own tests. Student-facing suites live in exercises/ and tests/hidden/ and are
 run through the grader, never collected from here."""
 import os
+import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
+
+SLURM_UP = Path(__file__).resolve().parents[1] / ".ci" / "slurm-up"
+# Room to install Slurm's packages (about 25 s) and start its daemons; under a second when up.
+SLURM_UP_LIMIT_S = 100
 
 collect_ignore = ["hidden"]
 
@@ -27,3 +33,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """The one-node Slurm of .ci/slurm-up, started if it is not up; skips with the script's reason
+    where it cannot be."""
+    try:
+        up = subprocess.run([str(SLURM_UP)], capture_output=True, text=True, timeout=SLURM_UP_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"no Slurm: .ci/slurm-up did not finish in {SLURM_UP_LIMIT_S} s")
+    if up.returncode != 0:
+        lines = up.stderr.strip().splitlines() or [f"exit status {up.returncode}"]
+        pytest.skip(f"no Slurm: {lines[-1]}")

@@ -13,15 +13,11 @@ import operator
 import subprocess
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
 submitit = pytest.importorskip("submitit", reason="submitit is not installed (pip install -e '.[test]')")
 
-SLURM_UP = Path(__file__).resolve().parents[1] / ".ci" / "slurm-up"
-# Room to install Slurm's packages (about 25 s) and start its daemons; under a second when up.
-SLURM_UP_LIMIT_S = 100
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED"}
 # A short job ends about 2 s after submission (a second to be scheduled, one to start Python);
 # the rest is room for a busy machine.
@@ -30,19 +26,8 @@ SHORT_JOB_S = 20
 TIME_LIMIT_CHECK_S = 45
 
 
-@pytest.fixture(scope="session")
-def slurm():
-    try:
-        up = subprocess.run([str(SLURM_UP)], capture_output=True, text=True, timeout=SLURM_UP_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        pytest.skip(f"no Slurm: .ci/slurm-up did not finish in {SLURM_UP_LIMIT_S} s")
-    if up.returncode != 0:
-        lines = up.stderr.strip().splitlines() or [f"exit status {up.returncode}"]
-        pytest.skip(f"no Slurm: {lines[-1]}")
-
-
 @pytest.fixture
-def executor(slurm, tmp_path):
+def executor(slurm, tmp_path):       # `slurm`: tests/conftest.py
     """Each job asks for one core and a little memory, as a grading job does. submitit's
     defaults are changed twice: its USR2 'time is nearly up' signal, 90 s before the limit by
     default, would stop a one-minute job at Slurm's first time check (submitit turns it into

@@ -4,20 +4,24 @@ that was killed is finished by running it again with `resume`: reports already o
 the missing ones graded.
 
 Submissions are folders, or zip files unpacked with care (`grader.running.archives`). Each one
-gets an output folder of its own, whatever the submissions are called (`unique_names`).
+gets an output folder of its own, whatever the submissions are called (`unique_names`). The batch
+decides what is graded and into which folder; where the gradings run is its executor's
+(`grader.running.executors`: here, or a Slurm array), and a shard (`grader.running.shards`)
+grades one slice of the batch.
 """
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
+from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report
 from grader.reports.summary import CLASS_FILES, Entry, write_gradebook
-from grader.running import archives, runner
+from grader.running import runner
+from grader.running.executors import Executor, LocalExecutor, Unit, not_finished
+from grader.running.shards import Shard
 
 _UNSAFE = re.compile(r"[^\w.-]+")     # letters (any script), digits, `_`, `.` and `-` are kept
 MAX_NAME_BYTES = 200                  # file systems allow 255 bytes a name: room left for a number
@@ -52,42 +56,35 @@ def folder_name(raw: str) -> str:
 
 
 def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, *, jobs: int = 1,
-          resume: bool = False, limit_s: float = runner.RUN_LIMIT_S, on_done=None) -> list[Entry]:
-    """Grade every submission like `template` (its `impl` and `out_dir` are replaced), `jobs` at a
-    time; with `resume`, keep the reports `out_dir` already holds, each for the submission whose
-    path it records."""
+          resume: bool = False, limit_s: float = runner.RUN_LIMIT_S, on_done=None, shard: Shard | None = None,
+          executor: Executor | None = None, on_poll=None, on_plan=None) -> list[Entry]:
+    """Grade every submission like `template` (its `impl` and `out_dir` are replaced), by
+    `executor` (default: here, `jobs` at a time); with `resume`, keep the reports `out_dir`
+    already holds, each for the submission whose path it records. With `shard`, only that slice
+    of the batch is graded and returned, and `summary.csv` is left to the whole batch's summary:
+    the other shards are writing the same folder. `on_plan(kept, to_grade)` once it is known
+    how many of them the out-dir holds already; `on_poll` goes to the executor."""
     resumed = _reports_on_disk(out_dir, paths) if resume and out_dir is not None else _OnDisk({}, {}, set())
     names = unique_names(paths, kept=resumed.names, taken=resumed.others)
     entries = [Entry(name, str(path), resumed.reports.get(index)) for index, (name, path) in enumerate(zip(names, paths))]
+    chosen = shard.select(paths) if shard else list(range(len(paths)))
+    units = [Unit(entries[i].path, out_dir / entries[i].name if out_dir else None, i)
+             for i in chosen if entries[i].report is None]
+    by_place = {unit.place: entries[unit.place] for unit in units}
+    if on_plan:
+        on_plan(len(chosen) - len(units), len(units))
     lock = threading.Lock()
-    with tempfile.TemporaryDirectory(prefix="grader-unpacked-") as unpacked:
-        pending, runs = [], []
-        for index, entry in enumerate(entries):
-            if entry.report is not None:
-                continue
-            # each archive in a folder of its own, named by its place in the batch, not by the learner
-            tree, refused = _tree(entry, Path(unpacked) / str(index))
-            if tree is None:
-                entry.report = ScoreReport.failed(refused[0], {"path": entry.path})
-                _save(entry, out_dir)
-                continue
-            pending.append((entry, refused))
-            runs.append(replace(template, impl=tree, out_dir=out_dir / entry.name if out_dir else None))
-        by_run = {id(run): item for run, item in zip(runs, pending)}
 
-        def finished(run, report):
-            entry, refused = by_run[id(run)]
-            report.problems.extend(f"refused from the archive: {why}" for why in refused)
-            report.submission["path"] = entry.path
-            with lock:
-                entry.report = report
-                _save(entry, out_dir)
-                if out_dir is not None:
-                    write_gradebook(out_dir / "summary.csv", entries)
-                if on_done:
-                    on_done(entry)
-        runner.run_many(runs, jobs, on_done=finished, limit_s=limit_s)
-    return entries
+    def finished(unit, report):
+        entry = by_place[unit.place]
+        with lock:
+            entry.report = report
+            if out_dir is not None and shard is None:
+                write_gradebook(out_dir / "summary.csv", entries)
+            if on_done:
+                on_done(entry)
+    (executor or LocalExecutor(jobs)).run(units, template, limit_s, finished, on_poll)
+    return [entries[i] for i in chosen]
 
 
 @dataclass
@@ -111,7 +108,9 @@ def _reports_on_disk(out_dir: Path, paths: list[Path]) -> _OnDisk:
         waiting = wanted.get(_same_path(str(report.submission.get("path", ""))), [])
         if waiting:
             index = waiting.pop(0)
-            found.names[index], found.reports[index] = report_path.parent.name, report
+            found.names[index] = report_path.parent.name
+            if not not_finished(report):       # else graded again, into the same folder
+                found.reports[index] = report
         else:
             found.others.add(report_path.parent.name)
     return found
@@ -121,32 +120,8 @@ def _same_path(path: str) -> str:
     return os.path.normpath(os.path.abspath(path)) if path else ""
 
 
-def _tree(entry: Entry, unpack_into: Path) -> tuple[Path | None, list[str]]:
-    """The folder to grade, and what was refused on the way (with the reason when nothing is left)."""
-    source = Path(entry.path)
-    if source.is_dir():
-        return source, []
-    try:
-        result = archives.unpack(source, unpack_into)
-    except (ValueError, OSError) as exc:
-        return None, [str(exc)]
-    return result.root, result.refused
-
-
 def _existing(path: Path) -> ScoreReport | None:
     try:
         return read_report(path)
     except ReportError:
         return None
-
-
-def _save(entry: Entry, out_dir: Path | None) -> None:
-    """Write the entry's report now (atomically), so a killed batch keeps it; a failure to
-    write becomes a problem of that report, never a lost grade."""
-    if out_dir is None:
-        return
-    try:
-        write_report(entry.report, out_dir / entry.name / REPORT_NAME)
-    except OSError as exc:
-        entry.report.problems.append(f"the score report could not be written: {exc}")
-
