@@ -66,6 +66,22 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "long: a visible check that takes minutes; deselected unless --long is given")
     grading = config.stash[_SESSION] = GradingSession(config)
     config.pluginmanager.register(ReportHooks(grading), "grader-report")
+    if grading.backend_kind == "worker":
+        _hypothesis_storage_of_this_session_only(config)
+
+
+def _hypothesis_storage_of_this_session_only(config) -> None:
+    """hypothesis keeps a folder in the working folder (`.hypothesis`: the suites write no example
+    database, but it caches the constants of the sources it reads), which is the course root: an
+    official grading writes nothing there, and nothing one grading leaves (nor a learner's worker,
+    which may write the session's scratch folder) steers the examples of another. A private
+    folder, gone with the session."""
+    folder = tempfile.TemporaryDirectory(prefix="grader-hypothesis-")
+    config.add_cleanup(folder.cleanup)
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = folder.name       # read on hypothesis's first storage use
+    if "hypothesis" in sys.modules:                                  # already imported (the pool's base)
+        from hypothesis.configuration import set_hypothesis_home_dir
+        set_hypothesis_home_dir(folder.name)
 
 
 class GradingSession:

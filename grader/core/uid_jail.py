@@ -48,6 +48,7 @@ from grader.tasks import COURSE_ROOT, DATASETS, HIDDEN, SOLUTIONS, all_tasks
 UID_BASE = 0x5000_0000          # far above any user of a machine and the usual subordinate-id ranges
 UIDS_PER_PROCESS = 64           # hosts one grading process may start in its life before uids repeat
 SECRET_MODE = 0o600             # a sealed file: its owner's alone
+TRAVERSE_ONLY_MODE = 0o711      # a sealed folder others must pass through: entered, never listed
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")   # where any uid may leave files
 _allocated = 0
 
@@ -253,6 +254,8 @@ def seal(*extra: Path) -> None:
         if HIDDEN.is_dir() else []
     for path in secret_files:
         _restrict(path, SECRET_MODE)
+    for folder in [HIDDEN, *(p for p in HIDDEN.rglob("*") if p.is_dir() and not p.is_symlink())] if HIDDEN.is_dir() else []:
+        _restrict(folder, TRAVERSE_ONLY_MODE)      # a probe is reached by its path; what else is there, not listed
     for folder in (SOLUTIONS, COURSE_ROOT / ".git", *extra):
         if folder.exists() and not folder.is_symlink():
             _restrict(folder, 0o700 if folder.is_dir() else SECRET_MODE)
