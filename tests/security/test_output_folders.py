@@ -11,6 +11,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from grader.worker.loading import sibling_module
 from grader.running.batch import unique_names
 
@@ -59,6 +61,7 @@ def reports_by_path(out: Path) -> dict[str, tuple[str, dict]]:
     return found
 
 
+@pytest.mark.timeout(900)          # seven gradings and a resume: minutes on a loaded 2-core machine
 def test_colliding_names_each_get_their_own_folder_and_resume_finds_reports_by_path(tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "grading"
     sources = {}
