@@ -371,22 +371,13 @@ def _grader_import_dir() -> Path:
     return Path(grader.__file__).resolve().parent
 
 
-# The worker runtime's folder, where the process's parent made it: a pool process that is killed
-# (or not waited for) runs no atexit, so the parent removes it.
-WORKER_RUNTIME_ENV = "GRADER_WORKER_RUNTIME"
-
-
 @functools.cache
 def worker_runtime() -> Path:
     """A tree shared by this process's jails, readable by every uid and written by none: the
     worker's side of `grader/` (the package `grader.worker`), and the account files a few
     libraries look up."""
-    given = os.environ.get(WORKER_RUNTIME_ENV)
-    if given:              # made, and removed once this process has ended, by its parent
-        root = Path(given)
-    else:
-        root = Path(tempfile.mkdtemp(prefix="grader-runtime-", dir=shared_temp_root()))
-        atexit.register(shutil.rmtree, root, True)
+    root = Path(tempfile.mkdtemp(prefix="grader-runtime-", dir=shared_temp_root()))
+    atexit.register(shutil.rmtree, root, True)
     source = _grader_import_dir()
     (root / "grader" / "worker").mkdir(parents=True)
     shutil.copyfile(source / "__init__.py", root / "grader" / "__init__.py")

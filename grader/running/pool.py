@@ -40,8 +40,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader.core.sandbox import (CONCURRENT_GRADINGS_ENV, WORKER_RUNTIME_ENV, shared_temp_root, trust_this_process,
-                                 worker_runtime)
+from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
 from grader.worker.zygote import die_with_parent
 from grader.tasks import COURSE_ROOT
 
@@ -94,8 +93,12 @@ class PytestPool:
 
 class _Child:
     def __init__(self, env: dict):
-        self.runtime = tempfile.mkdtemp(prefix="grader-runtime-", dir=shared_temp_root())
-        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ, **env, WORKER_RUNTIME_ENV: self.runtime}
+        # Its temporary folder, which the parent removes: a pool process that is killed (or not
+        # waited for) cleans up nothing, and its jails', worker runtime's and sessions' folders
+        # would stay. Entered, never listed, by the uid level's workers on their way to theirs.
+        self.temp = tempfile.mkdtemp(prefix="grader-pool-", dir=shared_temp_root())
+        os.chmod(self.temp, 0o711)
+        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ, **env, "TMPDIR": self.temp}
         self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -127,11 +130,11 @@ class _Child:
     def kill(self):
         self.process.kill()
         self.process.wait()
-        shutil.rmtree(self.runtime, ignore_errors=True)
+        shutil.rmtree(self.temp, ignore_errors=True)
 
     def close(self):
         self.process.stdin.close()      # it exits on its own; its teardown need not hold us up
-        shutil.rmtree(self.runtime, ignore_errors=True)     # every session it ran has ended
+        shutil.rmtree(self.temp, ignore_errors=True)        # every session it ran has ended
 
 
 def _exit_codes(line: str, nonce: str, sessions: int) -> list | None:
@@ -165,7 +168,7 @@ def _serve() -> None:
     import pytest
     for name in BASE_LIBRARIES:           # what every task's session needs, imported once and shared
         importlib.import_module(name)
-    worker_runtime()     # filled here, once: a session's own would outlive it (a forked child ends by os._exit)
+    worker_runtime()     # made here, once: a session's own would outlive it (a forked child ends by os._exit)
     replies = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)           # stray writes to fd 1 or 2 (C code, subprocesses) must not

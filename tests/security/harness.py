@@ -187,7 +187,8 @@ class Watch:
                 if "grader.cli" in line or "grader.running.pool" in line:
                     key = f"{pid} {line[:120]}"
                     self.peak_mb[key] = max(self.peak_mb.get(key, 0.0), peak_rss_mb(pid))
-            self.jails.update(p.name for p in self.tmp_dir.glob("grader-jail-*"))
+            for pattern in ("grader-jail-*", "grader-pool-*/grader-jail-*"):     # a pool process's own temporary folder
+                self.jails.update(p.name for p in self.tmp_dir.glob(pattern))
             self._stop.wait(SAMPLE_EVERY_S)
 
     def survivors(self, grace_s: float = 30.0) -> dict[int, str]:
