@@ -31,6 +31,7 @@ from safetensors.torch import load_file
 from grader.core.checks import (GRADING, ConceptError, assert_close, assert_equal, learner_file, learner_path,
                                  sibling_module)
 from grader.tasks import DATASETS
+from grader.core.checks import examples_from_the_seed  # noqa: F401  (autouse: hypothesis examples from the seed)
 
 probes = sibling_module(__file__, "probes")
 oracles = sibling_module(__file__, "oracles")
@@ -141,16 +142,6 @@ def drawn_generator(rng):
 def integer(rng, low, high):
     """An int in [low, high], both included."""
     return int(rng.integers(low, high + 1))
-
-
-@pytest.fixture(autouse=True)
-def examples_from_the_seed(request, seed):
-    """hypothesis's examples drawn from the grading's seed and the test's id, not the same ones at
-    every grading (GRADING's derandomize): hypothesis reads the seed a test carries each time the
-    test is called, as its @seed decorator leaves it."""
-    test = request.function
-    if getattr(test, "is_hypothesis_test", False):
-        test._hypothesis_internal_use_seed = f"{seed}:{request.node.nodeid}"
 
 
 def randn(gen, *shape, dtype=torch.float32):

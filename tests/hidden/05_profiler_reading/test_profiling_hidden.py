@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from grader.core.checks import GRADING, ConceptError, sibling_module
 from grader.tasks import DATASETS
+from grader.core.checks import examples_from_the_seed  # noqa: F401  (autouse: hypothesis examples from the seed)
 
 probes = sibling_module(__file__, "probes")
 scenarios = sibling_module(__file__, "scenarios")
@@ -118,16 +119,6 @@ def scenario_profiles(seed):
 @pytest.fixture
 def fixtures():
     return shipped_profiles()
-
-
-@pytest.fixture(autouse=True)
-def examples_from_the_seed(request, seed):
-    """hypothesis's examples drawn from the grading's seed and the test's id, not the same ones at
-    every grading (GRADING's derandomize): hypothesis reads the seed a test carries each time the
-    test is called, as its @seed decorator leaves it."""
-    test = request.function
-    if getattr(test, "is_hypothesis_test", False):
-        test._hypothesis_internal_use_seed = f"{seed}:{request.node.nodeid}"
 
 
 def integer(rng, low, high):
