@@ -347,6 +347,15 @@ def work_folder(name: str) -> Path:
     return folder
 
 
+def show(request, line: str) -> None:
+    """A figure on the terminal, past pytest's capture."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("\n" + line)
+
+
 def new_marker() -> str:
     import secrets
     return f"l1-security-{secrets.token_hex(8)}"

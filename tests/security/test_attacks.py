@@ -96,8 +96,8 @@ def batch(request) -> Batch:
     result.bystander_changes = harness.differences(bystanders_before, _bystander_files(subs))
     result.summary = _summary(out_dir)
     result.graded = _graded(out_dir, paths, result.summary, context)
-    _show(request, f"attack batch at the {level} level: {len(paths)} submissions ({len(made)} attacks), task 01, --jobs 2: "
-                   f"{cli.wall_s:.0f} s wall, peak trusted process {max(result.peak_mb.values(), default=0):.0f} MB")
+    harness.show(request, f"attack batch at the {level} level: {len(paths)} submissions ({len(made)} attacks), task 01, --jobs 2: "
+                          f"{cli.wall_s:.0f} s wall, peak trusted process {max(result.peak_mb.values(), default=0):.0f} MB")
     return result
 
 
@@ -135,15 +135,6 @@ def _graded(out_dir: Path, paths: dict, summary: dict, context) -> dict:
     for one in graded.values():
         one.batch = graded
     return graded
-
-
-def _show(request, line: str) -> None:
-    """A figure on the terminal, past pytest's capture."""
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if capture is not None and reporter is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("\n" + line)
 
 
 @pytest.mark.parametrize("attack", attacks.ATTACKS, ids=[attack.name for attack in attacks.ATTACKS])

@@ -129,15 +129,6 @@ def points(report, which) -> float:
     return sum(t.points for t in report.tests() if t.graded and which(t))
 
 
-def show(request, line: str) -> None:
-    """A figure on the terminal, past pytest's capture."""
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if capture is not None and reporter is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("\n" + line)
-
-
 def figures(name: str, report) -> str:
     return (f"{name} (seed {report.run['seed']}): {report.total.points:g} / {report.total.max_points:g} points, "
             f"{points(report, seed_dependent):g} of them on tests that draw from the seed")
@@ -163,9 +154,9 @@ def gradings(tmp_path_factory, request):
                                                   (replayer, work / "replay-seed-0", 0)])
     found = {"recorder": own[0], "recorder_seed_0": forced[0], "table": table,
              "replayer": replayed_own[0], "replayer_seed_0": replayed_forced[0]}
-    show(request, f"replay attack on exercise 04 ({len(table)} calls recorded): "
-                  + "; ".join(figures(name, found[name]) for name in
-                              ("recorder", "replayer", "recorder_seed_0", "replayer_seed_0")))
+    harness.show(request, f"replay attack on exercise 04 ({len(table)} calls recorded): "
+                          + "; ".join(figures(name, found[name]) for name in
+                                      ("recorder", "replayer", "recorder_seed_0", "replayer_seed_0")))
     return found
 
 
