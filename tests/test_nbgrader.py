@@ -23,7 +23,7 @@ import pytest
 from grader.worker.loading import sibling_module
 from grader.delivery import nbgrader as delivery
 from grader.delivery.nbgrader_cells import NotebookError, SavedNotebook
-from grader.delivery.nbgrader_kernel import MARKER, OnlyGradeCells, grade_cell_sources
+from grader.delivery.nbgrader_kernel import MARKER, OnlyLockedCells, locked_cell_sources
 from grader.delivery.notebook import cell_source, module_source, nbgrader_metadata, read_notebook
 from grader.running.variants import REFERENCE, reference_source, variants_of
 from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, task_named
@@ -121,18 +121,21 @@ def test_the_config_block_is_rewritten_and_the_instructors_settings_kept(tmp_pat
     assert "--InteractiveShellApp.ignore_cwd=True" in text and "grader.delivery.nbgrader_execute" in text
 
 
-def test_the_autograde_kernel_runs_only_the_notebooks_grade_cells(tmp_path, notebooks):
+def test_the_autograde_kernel_runs_only_the_notebooks_locked_cells(tmp_path, notebooks):
     notebook = copy.deepcopy(notebooks["01_einsum_attention"])
     (tmp_path / "01_einsum_attention.ipynb").write_text(json.dumps(notebook))
-    allowed = grade_cell_sources(tmp_path)
-    run_only = OnlyGradeCells(allowed)
-    grade_cells = [cell_source(c) for c in notebook["cells"] if nbgrader_metadata(c).get("grade")]
-    assert len(allowed) == len(grade_cells) and all(MARKER in source for source in allowed)
-    for source in grade_cells:
+    allowed = locked_cell_sources(tmp_path)
+    run_only = OnlyLockedCells(allowed)
+    locked = [c for c in notebook["cells"] if c["cell_type"] == "code" and nbgrader_metadata(c).get("locked")]
+    ids = [nbgrader_metadata(c)["grade_id"] for c in locked]
+    assert "module-header" in ids and "test-helpers" in ids and sum(i.startswith("test-0") for i in ids) > 1, ids
+    assert len(allowed) == len(locked)
+    for source in map(cell_source, locked):       # the test cells, and what their decorators use
         lines = (source + "\n").splitlines(keepends=True)
         assert run_only(lines) == lines
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "code" and not nbgrader_metadata(cell).get("grade"):
+    for cell in notebook["cells"]:                 # the learner's answers never run
+        if cell["cell_type"] == "code" and not nbgrader_metadata(cell).get("locked"):
+            assert nbgrader_metadata(cell).get("solution"), nbgrader_metadata(cell)
             assert run_only(cell_source(cell).splitlines(keepends=True)) == ["pass\n"]
     assert run_only(["import grader.delivery.nbgrader_cells as c\n", "c.ConceptCell.result = print\n"]) == ["pass\n"]
 
@@ -156,9 +159,12 @@ def test_a_test_cell_reads_the_saved_notebook_in_its_folder(tmp_path, monkeypatc
         SavedNotebook.find(task)
 
 
-def run_test_cell(source: str):
-    """Run a test cell's code as a kernel would; return the value of its last line."""
+def run_test_cell(notebook: dict, source: str):
+    """Run a test cell's code as a kernel would, after the visible tests' helpers cell (which
+    defines what the tests' decorators and bodies use); return the value of its last line."""
     namespace = {}
+    helpers = next(c for c in notebook["cells"] if c.get("id") == "test-helpers")
+    exec(compile(cell_source(helpers), "<helpers cell>", "exec"), namespace)
     body, last = source.rstrip().rsplit("\n", 1)
     exec(compile(body, "<test cell>", "exec"), namespace)
     return eval(last, namespace)
@@ -174,7 +180,7 @@ def test_a_notebook_for_a_gpu_autograder_counts_gpu_tests_and_says_when_none_ran
     cpu = sum(t.points for t in suites[task.name] if t.concept == concept and not t.gpu)
     gpu = sum(t.points for t in suites[task.name] if t.concept == concept and t.gpu)
     assert gpu > 0 and nbgrader_metadata(cell)["points"] == cpu + gpu
-    points = run_test_cell(cell_source(cell))             # the source copy: graded with the hidden suite
+    points = run_test_cell(notebook, cell_source(cell))             # the source copy: graded with the hidden suite
     out, err = capfd.readouterr()
     import torch
     if torch.cuda.is_available():

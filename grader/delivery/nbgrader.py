@@ -178,8 +178,8 @@ def _tests_part(task: Task, tests: list[SuiteTest], headings: list[str], count_g
     gpu_left_out = 0.0 if count_gpu_tests else sum(t.points for t in tests if t.gpu)
     note = "\n\n" + text["gpu_left_out"].format(points=gpu_left_out) if gpu_left_out else ""
     cells = [_markdown(text["tests"] + note),
-             _code(f"{text['test_helpers'].format(file=visible_file.name)}\n{test_helpers}", None, read_only=True,
-                   cell_id="test-helpers")]
+             _code(f"{text['test_helpers'].format(file=visible_file.name)}\n{test_helpers}", _locked("test-helpers"),
+                   read_only=True)]
     concepts = sorted(dict.fromkeys(t.concept for t in tests),
                       key=lambda c: headings.index(c) if c in headings else len(headings))
     for index, concept in enumerate(concepts):

@@ -7,8 +7,9 @@ to read the hidden suites to grade. Learner code running there could read them a
 into the feedback, or patch the test cells' helpers to print full marks. Our test cells never
 call learner code in the kernel: they grade the module the saved notebook holds, in the isolated
 worker. So the learner's cells need not run there at all: every cell that is not one of the
-notebook's grade cells, whose source nbgrader restored from its gradebook before the kernel
-started, runs as `pass`. A notebook without our test cells runs unchanged, and outside
+notebook's locked cells (the test cells, the visible tests' helpers they use, the module's
+header), whose source nbgrader restored from its gradebook before the kernel started, runs as
+`pass`. A notebook without our test cells runs unchanged, and outside
 `nbgrader autograde` the extension does nothing.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grader.delivery.notebook import cell_source, is_grade_cell, read_notebook
+from grader.delivery.notebook import cell_source, is_locked_cell, read_notebook
 
 MARKER = "from grader.delivery.nbgrader_cells import ConceptCell"   # in every test cell we write
 
@@ -24,14 +25,14 @@ MARKER = "from grader.delivery.nbgrader_cells import ConceptCell"   # in every t
 def load_ipython_extension(ipython) -> None:
     if os.environ.get("NBGRADER_EXECUTION") != "autograde":
         return
-    allowed = grade_cell_sources(Path.cwd())
+    allowed = locked_cell_sources(Path.cwd())
     if any(MARKER in source for source in allowed):
         # First in line, so it sees each cell as nbgrader sent it.
-        ipython.input_transformers_cleanup.insert(0, OnlyGradeCells(allowed))
+        ipython.input_transformers_cleanup.insert(0, OnlyLockedCells(allowed))
 
 
-def grade_cell_sources(folder: Path) -> set[str]:
-    """The sources of the grade cells of the notebooks in `folder` (autograde runs a kernel in
+def locked_cell_sources(folder: Path) -> set[str]:
+    """The sources of the locked cells of the notebooks in `folder` (autograde runs a kernel in
     the assignment's folder, where it has just written the sanitized notebook)."""
     sources = set()
     for path in sorted(folder.glob("*.ipynb")):
@@ -39,11 +40,11 @@ def grade_cell_sources(folder: Path) -> set[str]:
             notebook = read_notebook(path)
         except (OSError, ValueError):
             continue
-        sources |= {cell_source(cell).strip() for cell in notebook.get("cells", []) if is_grade_cell(cell)}
+        sources |= {cell_source(cell).strip() for cell in notebook.get("cells", []) if is_locked_cell(cell)}
     return sources
 
 
-class OnlyGradeCells:
+class OnlyLockedCells:
     """An IPython input transformer: a cell runs only if it is one of `allowed`."""
 
     def __init__(self, allowed: set[str]):

@@ -40,6 +40,16 @@ def is_grade_cell(cell: dict) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and bool(meta.get("grade_id"))
 
 
+def is_locked_cell(cell: dict) -> bool:
+    """A code cell whose source nbgrader restores from its gradebook at autograde: locked, as
+    nbgrader decides it (a grade cell is, a solution cell never is), with a `grade_id` (autograde
+    drops an id its gradebook does not know)."""
+    meta = nbgrader_metadata(cell)
+    if cell.get("cell_type") != "code" or not meta.get("grade_id") or meta.get("solution"):
+        return False
+    return bool(meta.get("grade") or meta.get("locked"))
+
+
 def module_source(notebook: dict) -> str:
     """The learner's module: the notebook's module cells, in order. Empty when it has none."""
     parts = [cell_source(cell).strip("\n") for cell in notebook.get("cells", []) if is_module_cell(cell)]
