@@ -25,15 +25,22 @@ def new_run_id(now: datetime | None = None) -> str:
 def git_commit(path: Path) -> str | None:
     """HEAD of the course's git work tree at `path`, with "-dirty" when it has changes; None
     outside git. Only for the course's own tree: a submission's repository is never handed to
-    git (see `grader.core.intake.git_head`)."""
+    git (see `grader.core.intake.git_head`). Reading only: `git describe --dirty` would rewrite
+    the course's index to refresh it, and grading changes nothing in the course."""
+    head = _git(path, "rev-parse", "HEAD")
+    if not head:
+        return None
+    changes = _git(path, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no")
+    return f"{head}-dirty" if changes else head
+
+
+def _git(path: Path, *args: str) -> str | None:
+    """What a git command prints in `path`, stripped; None when it fails."""
     try:
-        out = subprocess.run(["git", "-C", str(path), "describe", "--always", "--dirty", "--abbrev=40"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def data_version(datasets_dir: Path = DATASETS) -> str | None:
