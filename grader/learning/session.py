@@ -93,12 +93,22 @@ def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int) -> None:
     try:
         die_with_parent(parent)
         signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C at the terminal ends the check at once
+        _one_torch_thread()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
         os.dup2(log, 2)          # never onto the watcher's screen
         code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"))]))
     finally:
         os._exit(code)
+
+
+def _one_torch_thread() -> None:
+    """A forked child runs torch on one thread: OpenMP's threads are not forked, and a child of a
+    process whose thread pool has run would wait forever on the parent's team at its first
+    parallel operation (`grader watch` starts torch on one thread anyway, see `watch`)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 class ChildReporter:
