@@ -131,7 +131,7 @@ def _calls_and_loops(path):
     """Per top-level function: the top-level functions it names, whether it calls an einsum, and the
     loops over data it runs (a loop over a collection written out in the source, or over range() of
     constants, is not over data)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(path.read_bytes())     # bytes: Python honours a PEP 263 coding line
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
 
     def written_out(node):

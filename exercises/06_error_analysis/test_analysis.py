@@ -579,7 +579,7 @@ def _per_row(node, own, row_names):
 
 def per_row_code(path):
     """(function, line, what) for each place the table functions, and what they call, run Python once per row."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(path.read_bytes())     # bytes: Python honours a PEP 263 coding line
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     reached, todo = set(), [name for name in TABLE_FUNCTIONS if name in functions]
     while todo:

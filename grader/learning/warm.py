@@ -30,7 +30,7 @@ def is_library_module(module) -> bool:
 def imports_of(path: Path) -> list[str]:
     """The modules a Python file imports, read from its syntax tree (never run), at any depth."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = ast.parse(path.read_bytes())     # bytes: Python honours a PEP 263 coding line
     except (OSError, SyntaxError, ValueError):
         return []
     names = []
