@@ -216,7 +216,7 @@ def test_train_steps_the_schedule_once_per_optimizer_step(submission, tmp_path):
         assert close(got, want, **SCHEDULE), (f"optimizer step {step} ran with lr {got:.6g}; the schedule after "
                                               f"{step - 1} optimizer steps is {want:.6g} (rates used: {used})")
     logged = [entry["lr"] for entry in seen["result"]["log"]]
-    assert all(close(got, want, **SCHEDULE) for got, want in zip(logged, expected)), \
+    assert len(logged) == 4 and all(close(got, want, **SCHEDULE) for got, want in zip(logged, expected)), \
         f"the log says the steps ran with lr {logged}; they ran with {expected}"
 
 
@@ -340,6 +340,8 @@ def test_the_applied_gradient_is_clipped_and_the_log_has_the_norm_before(submiss
     seen = submission.probe(probes.watch_train, cfg)
     logged = [entry["grad_norm"] for entry in seen["result"]["log"]]
     applied = [step["applied_grad_norm"] for step in seen["steps"]]
+    assert len(applied) == len(logged) == cfg["max_steps"], \
+        f"{len(applied)} optimizer steps and {len(logged)} log entries for max_steps={cfg['max_steps']}: one of each per step"
     assert all(norm > 0.1 for norm in logged), \
         f"logged gradient norms {logged}: log clip_grad_norm_'s return value, the norm before clipping"
     for step, norm in enumerate(applied, start=1):
