@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
+from grader.core.checks import (assert_close, assert_equal, check_array, learner_file, lora_adapter_copy,
+                                 sibling_module)
 from grader.core.submission import StudentError
 from grader.tasks import DATASETS, EXERCISES
 
@@ -400,14 +401,6 @@ def test_the_reply_stops_at_the_end_of_turn(submission, tmp_path):
     assert seen["training_after"], "the model came in train mode and left in eval mode: restore the mode it was in"
 
 
-def _trusted_copy(adapter_dir, tmp_path, into):
-    """The adapter's two files, read within tmp_path and copied into a folder of the test's own."""
-    folder = Path(adapter_dir)
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
-        (into / name).write_bytes(learner_file(folder / name, tmp_path, limit=64 << 20))
-    return into
-
-
 @pytest.mark.points(1)
 @pytest.mark.concept("The real thing: peft + trl")
 @pytest.mark.timeout(300)
@@ -434,8 +427,8 @@ def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, 
                                                        "down_proj"}, \
         f"the adapter targets {config.get('target_modules')}: all-linear on a Llama is the seven projections"
     with tempfile.TemporaryDirectory() as trusted:
-        with safe_open(str(_trusted_copy(tmp_path / "out", tmp_path, Path(trusted)) / "adapter_model.safetensors"),
-                       "pt") as weights:
+        adapter = lora_adapter_copy(tmp_path / "out", tmp_path, 16, Path(trusted))
+        with safe_open(str(adapter / "adapter_model.safetensors"), "pt") as weights:
             names = list(weights.keys())
     assert names and all("lora_" in name for name in names), \
         f"adapter_model.safetensors holds {[n for n in names if 'lora_' not in n][:3]}: save the LoRA weights only"
@@ -468,7 +461,7 @@ def test_a_few_steps_lower_the_loss_and_the_adapter_reloads(submission, tmp_path
         f"training losses {[round(x, 2) for x in losses]}: six steps at 3e-3 bring the reply loss well down"
     assert "logits" in seen, "no SFTTrainer was trained: nothing to compare the adapter with"
     with tempfile.TemporaryDirectory() as trusted:
-        adapter = str(_trusted_copy(seen["result"]["adapter_dir"], tmp_path, Path(trusted)))
+        adapter = str(lora_adapter_copy(seen["result"]["adapter_dir"], tmp_path, 16, Path(trusted)))
         base = AutoModelForCausalLM.from_pretrained(TOKENIZER, dtype=torch.float32)
         reloaded = PeftModel.from_pretrained(base, adapter).eval()
         with torch.no_grad():

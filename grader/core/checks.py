@@ -23,12 +23,17 @@ from grader.worker.loading import sibling_module  # noqa: F401  (the suites' imp
 def __getattr__(name: str):
     """`GRADING`, the settings of every hypothesis test in the suites: the same examples on
     every run (derandomized), no example database written into the course tree, no per-example
-    deadline on slow machines. Built on first use, so suites without hypothesis never import it."""
+    deadline on slow machines, and no shrinking: a smaller failing input serves a reader of
+    hypothesis's own report, which a learner never sees (hidden inputs stay hidden), while each
+    shrinking step calls the learner's code once more (in official grading, a round trip to its
+    worker): hundreds of calls for a module that fails on every input. Built on first use, so
+    suites without hypothesis never import it."""
     if name != "GRADING":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
     global GRADING
     GRADING = settings(derandomize=True, database=None, deadline=None, max_examples=25,
+                       phases=[Phase.explicit, Phase.generate],
                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                               HealthCheck.differing_executors])
     return GRADING
@@ -177,6 +182,32 @@ def learner_file(path, within, limit: int = LEARNER_FILE_BYTES) -> bytes:
     __tracebackhide__ = True
     with _refused_as_failure(path, within, limit):
         return read_inside(within, path, limit)
+
+
+ADAPTER_CONFIG_BYTES = 64 << 10    # a LoRA adapter's config is about 1 KB
+ADAPTER_BYTES = 64 << 20           # its weights: rank 16 on the course's tiny Llama is 0.6 MB
+
+
+def lora_adapter_copy(adapter_dir, within, rank: int, into: Path) -> Path:
+    """The LoRA adapter a learner's run saved in `adapter_dir` (inside `within`), checked and
+    copied into the test's own folder `into`, for peft to load in the test's process. peft sizes
+    the layers it builds from adapter_config.json before it compares them with the weights, so
+    the config must describe a plain LoRA adapter of `rank` (a claimed rank of 130,000 would
+    build gigabytes in the grader), and both files are read within their size limits."""
+    __tracebackhide__ = True
+    import json
+    folder = learner_path(adapter_dir, within)
+    config = json.loads(learner_file(folder / "adapter_config.json", within, limit=ADAPTER_CONFIG_BYTES))
+    assert isinstance(config, dict), "adapter_config.json does not hold a JSON object: save with save_pretrained"
+    shape = {"peft_type": config.get("peft_type"), "r": config.get("r"),
+             **{key: config.get(key) or None for key in ("rank_pattern", "layer_replication", "modules_to_save")}}
+    want = {"peft_type": "LORA", "r": rank, "rank_pattern": None, "layer_replication": None, "modules_to_save": None}
+    assert shape == want, \
+        f"adapter_config.json describes {shape}; the run asked for a LoRA adapter of rank {rank}, as LoraConfig saves it"
+    weights = learner_file(folder / "adapter_model.safetensors", within, limit=ADAPTER_BYTES)
+    (into / "adapter_config.json").write_text(json.dumps(config))
+    (into / "adapter_model.safetensors").write_bytes(weights)
+    return into
 
 
 @contextlib.contextmanager

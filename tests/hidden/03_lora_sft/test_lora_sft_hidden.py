@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from safetensors.torch import load as safetensors_load
 from safetensors.torch import load_file
 
-from grader.core.checks import (GRADING, ConceptError, assert_close, assert_equal, learner_file, learner_path,
-                                 sibling_module)
+from grader.core.checks import (ADAPTER_BYTES, ADAPTER_CONFIG_BYTES, GRADING, ConceptError, assert_close, assert_equal,
+                                 learner_file, learner_path, lora_adapter_copy, sibling_module)
 from grader.tasks import DATASETS
 from grader.core.checks import examples_from_the_seed  # noqa: F401  (autouse: hypothesis examples from the seed)
 
@@ -89,8 +89,6 @@ INIT_SPREAD = 0.15
 SFT_TRAIN, SFT_STEPS, SFT_BATCH, SFT_LR, SFT_EVAL = 640, 80, 8, 3e-3, 100
 EXACT_MATCH_BAR = 0.60
 SFT_RANK = 16
-ADAPTER_CONFIG_BYTES = 64 << 10      # what the suite reads of a learner's adapter: a config is about 1 KB,
-ADAPTER_BYTES = 64 << 20             # the rank-16 weights of the tiny Llama 0.6 MB
 # GPU only: peak allocated CUDA memory of the same run in bf16 against exercise 04's LoRA state
 # estimate for the tiny model (2 bytes per base parameter + 16 per LoRA parameter, 4.0 MB). The run
 # also holds the fp32 LoRA copies autocast makes, activations of 8 short conversations and
@@ -892,25 +890,6 @@ def trusted_folder():
         yield Path(folder)
 
 
-def _checked_adapter(adapter_dir, tmp_path, r, into: Path) -> str:
-    """The adapter the learner's run saved, checked and copied into `into`, for peft
-    to load in this process: adapter_config.json must describe a LoRA adapter of rank `r` (peft
-    sizes the layers it builds from that file before it compares them with the weights), and both
-    files are read within their size limits."""
-    folder = learner_path(adapter_dir, tmp_path)
-    config = json.loads(learner_file(folder / "adapter_config.json", tmp_path, limit=ADAPTER_CONFIG_BYTES))
-    assert isinstance(config, dict), "adapter_config.json does not hold a JSON object: save with save_pretrained"
-    shape = {"peft_type": config.get("peft_type"), "r": config.get("r"),
-             **{key: config.get(key) or None for key in ("rank_pattern", "layer_replication", "modules_to_save")}}
-    want = {"peft_type": "LORA", "r": r, "rank_pattern": None, "layer_replication": None, "modules_to_save": None}
-    assert shape == want, \
-        f"adapter_config.json describes {shape}; the run asked for a LoRA adapter of rank {r}, as LoraConfig saves it"
-    weights = learner_file(folder / "adapter_model.safetensors", tmp_path, limit=ADAPTER_BYTES)
-    (into / "adapter_config.json").write_text(json.dumps(config))
-    (into / "adapter_model.safetensors").write_bytes(weights)
-    return str(into)
-
-
 def _sft_run(submission, tmp_path, **extra):
     train_path, _ = _train_file(tmp_path, SFT_TRAIN)
     kwargs = dict(r=SFT_RANK, alpha=32, dropout=0.05, max_steps=SFT_STEPS, learning_rate=SFT_LR, batch_size=SFT_BATCH, seed=0)
@@ -930,7 +909,7 @@ def test_sft_teaches_the_skill(submission, tmp_path, trusted_folder):
     seen, eval_rows, probe_ids = _sft_run(submission, tmp_path)
     try:            # what the run must leave behind is the contract of "The real thing"; the skill is this section's
         _check_frozen_base(seen)
-        adapter_dir = _checked_adapter(seen["result"]["adapter_dir"], tmp_path, r=SFT_RANK, into=trusted_folder)
+        adapter_dir = str(lora_adapter_copy(seen["result"]["adapter_dir"], tmp_path, SFT_RANK, trusted_folder))
         reloaded = oracles.load_model(adapter_dir)
         merged = oracles.load_model(adapter_dir, merge=True)
         with torch.no_grad():
@@ -957,7 +936,7 @@ def test_sft_teaches_the_skill(submission, tmp_path, trusted_folder):
 def test_sft_in_bf16_on_cuda(submission, tmp_path, trusted_folder):
     """the same run on CUDA in bf16: exact match >= the bar; peak memory within a stated factor of exercise 04's LoRA estimate"""
     seen, eval_rows, _ = _sft_run(submission, tmp_path, measure_cuda_memory=True)
-    adapter_dir = _checked_adapter(seen["result"]["adapter_dir"], tmp_path, r=SFT_RANK, into=trusted_folder)
+    adapter_dir = str(lora_adapter_copy(seen["result"]["adapter_dir"], tmp_path, SFT_RANK, trusted_folder))
     score, _ = oracles.exact_match(adapter_dir, eval_rows)
     assert score >= EXACT_MATCH_BAR, f"exact match {score:.2f} after the bf16 CUDA run; the bar is {EXACT_MATCH_BAR}"
     want = oracles.peft_adapted(TINY_LLAMA, 16)
