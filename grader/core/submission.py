@@ -27,6 +27,9 @@ from grader.reports.report import OUT_OF_MEMORY
 from grader.tasks import COURSE_ROOT
 
 STARTUP_LIMIT_S = 60.0
+# A task's worker host (its zygote, in its jail) is started again after learner code ended it, once:
+# a module that ends it again would end every later one too, each costing the libraries' import.
+HOST_ENDINGS_ALLOWED = 2
 
 
 class SubmissionFailure(Exception):
@@ -141,6 +144,7 @@ class WorkerBackend:
         self._import_error: str | None = None
         self._startup_failure: SubmissionFailure | None = None   # an import that killed or stalled its worker
         self._importing: Worker | None = None     # a worker whose import a test's time limit interrupted
+        self._host_endings = 0                    # hosts that learner code ended
         self._import_spent_s = 0.0                # the time that import has had so far
         self.startup_seconds: list[float] = []
 
@@ -159,6 +163,13 @@ class WorkerBackend:
         if self._host is not None and not self._host.alive():
             self._host.close()
             self._host = None
+            self._host_endings += 1
+            if self._host_endings >= HOST_ENDINGS_ALLOWED:
+                self._startup_failure = WorkerCrashed(
+                    f"{self.module_path.name} ended the processes that run it {self._host_endings} times (its code "
+                    "signals or kills processes it did not start): the task's later tests are not run, each would "
+                    "end the same way")
+                return
         if self._host is None:
             self._host_output_mark = self.output.mark()
             self._host = WorkerHost(self.module_path, self.module_bytes, self.context.spec, self.output,
@@ -195,6 +206,8 @@ class WorkerBackend:
         self.launch()
         if self._import_error:
             raise StudentImportError(self._import_error)
+        if self._startup_failure is not None:
+            raise self._startup_failure_again()
         self._host.grant_writable()
         if self._importing is None or self._importing.host is not self._host:     # none, or its host was replaced
             self._importing, self._import_spent_s = self._host.spawn(), 0.0
