@@ -273,13 +273,16 @@ def _new_result(item, task: Task) -> TestResult:
     points = item.get_closest_marker("points")
     if points is None or not points.args:
         raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.points(n): every graded test declares its points")
-    concept = item.get_closest_marker("concept")
     doc = (getattr(item, "function", None).__doc__ or "").strip()
     title = doc.splitlines()[0] if doc else item.name.removeprefix("test_").replace("_", " ")
     suite = "hidden" if Path(item.path).resolve().is_relative_to(HIDDEN) else "visible"
     return TestResult(id=item.nodeid, task=task.name, suite=suite, title=title, status="passed",
-                      graded=True, max_points=float(points.args[0]),
-                      concept=concept.args[0] if concept else None)
+                      graded=True, max_points=float(points.args[0]), concept=_concept_of(item))
+
+
+def _concept_of(item) -> str | None:
+    concept = item.get_closest_marker("concept")
+    return concept.args[0] if concept and concept.args else None
 
 
 def _in_task(item) -> bool:
@@ -343,7 +346,7 @@ class ReportHooks:
         result = yield
         concept = item.config.getoption("stop_on_concept")
         outcome = self.grading.results.get(item.nodeid)
-        if concept and outcome and outcome.concept == concept and outcome.status != "passed":
+        if concept and outcome and outcome.concept == concept and outcome.lost:      # a GPU test skipped costs nothing
             self.grading.stopped_early = item.session.shouldstop = f"a test of concept {concept!r} failed"
         task = task_of_path(item.path)
         following = task_of_path(nextitem.path) if nextitem is not None else None
@@ -373,7 +376,13 @@ class ReportHooks:
 
 def pytest_collection_modifyitems(config, items):
     """Long visible checks (a convergence run at home) run only when asked for with --long;
-    left out otherwise, they are deselected, so no report counts their points."""
+    left out otherwise, they are deselected, so no report counts their points. Under
+    --stop-on-concept the concept's tests run first (in their order), so a session that stops
+    at the concept's first failure runs little else: the verdict is the one the whole suite's
+    order would reach, at a fraction of its time."""
+    concept = config.getoption("stop_on_concept")
+    if concept:
+        items.sort(key=lambda item: _concept_of(item) != concept)      # stable
     if config.getoption("long"):
         return
     long = [item for item in items if item.get_closest_marker("long") is not None]
