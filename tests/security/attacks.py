@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from grader.core import submission
 from grader.worker.loading import sibling_module
 from grader.reports.report import ScoreReport
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, locate_module, task_named
@@ -470,22 +471,35 @@ def _refused(prefix=""):
     return lambda graded: refused_everything(graded, prefix)
 
 
+def _host_started_again_at_most_once(graded: Graded) -> None:
+    """A module that ends the processes running it (their host) costs one restart of them, not
+    one per test: at the uid level kill(-1) ends its host, which is started again once."""
+    ended = [t for t in graded.tests if "its sandbox ended" in t.feedback or "process running" in t.feedback]
+    assert len(ended) <= submission.HOST_ENDINGS_ALLOWED, \
+        f"{graded.name}: {len(ended)} tests ended with their host: " + "; ".join(t.feedback[:100] for t in ended[:3])
+
+
 def _problem(phrase):
     def check(graded):
         assert any(phrase in p for p in graded.report.problems), f"{phrase!r} not in {graded.report.problems}"
     return check
 
 
+# The worker's own process and its wire, and what the grader does with a submission before any worker
+# starts, work alike at every isolation level: attacks on them alone are graded in the sandbox's batch.
+SANDBOX_BATCH_ONLY = dict(levels=("sandbox",), why_sandbox_only="the worker's own process, its wire or the "
+                          "grader's intake, which work alike at every level")
+
 ATTACKS = [
     # process control
     Attack("import_sys_exit", "sys.exit while being imported", module=at_import(h.IMPORT_SYS_EXIT),
-           check=all_of(scores_nothing, _says("could not be imported", "SystemExit"))),
+           check=all_of(scores_nothing, _says("could not be imported", "SystemExit")), **SANDBOX_BATCH_ONLY),
     Attack("import_os_exit", "os._exit while being imported", module=at_import(h.IMPORT_OS_EXIT),
-           check=all_of(scores_nothing, _says("died", "exit code 0"))),
+           check=all_of(scores_nothing, _says("died", "exit code 0")), **SANDBOX_BATCH_ONLY),
     Attack("call_os_exit", "os._exit in the middle of a call", module=on_every_call(h.CALL_OS_EXIT),
            check=all_of(scores_nothing, _some_say("exit code 7", "crashed"))),
     Attack("kill_everything", "kill(-1, SIGKILL): every process it may signal", module=at_import(h.KILL_EVERYTHING),
-           check=scores_nothing),     # the zygote dies, the importing worker lives on as the stub
+           check=all_of(scores_nothing, _host_started_again_at_most_once)),   # the zygote dies, the worker lives on
     Attack("signal_ancestors", "SIGSTOP, SIGTERM, SIGKILL to every ancestor, every pid in /proc and pids 1..70000",
            module=after_import(h.SIGNAL_ANCESTORS), check=all_of(scores_nothing, _signals_only_inside)),
     Attack("sigstop_self", "stops itself while being imported: a frozen worker", module=at_import(h.SIGSTOP_SELF),
@@ -498,13 +512,15 @@ ATTACKS = [
            check=all_of(as_stub, _cpu_share)),
     # output
     Attack("output_flood", "200 MiB printed at import and 256 KiB in every call", module=on_every_call(h.OUTPUT_FLOOD),
-           check=all_of(as_stub, _log_at_most((1 << 20) + 200))),
+           check=all_of(as_stub, _log_at_most((1 << 20) + 200)), **SANDBOX_BATCH_ONLY),
     Attack("undecodable_output", "non-UTF-8 bytes, lone surrogates, NULs, escapes and markup in output and messages",
-           module=on_every_call(h.UNDECODABLE), check=all_of(scores_nothing, _some_say("lone surrogates"))),
+           module=on_every_call(h.UNDECODABLE), check=all_of(scores_nothing, _some_say("lone surrogates")),
+           **SANDBOX_BATCH_ONLY),
     Attack("hostile_exceptions", "exceptions whose str() raises, is 50 MiB or no string; cycles; KeyboardInterrupt",
-           module=on_every_call(h.HOSTILE_EXCEPTIONS), check=scores_nothing),
+           module=on_every_call(h.HOSTILE_EXCEPTIONS), check=scores_nothing, **SANDBOX_BATCH_ONLY),
     Attack("hostile_values", "returns objects equal to anything, lying ndarray subclasses, 100000-deep lists",
-           module=lambda context: h.prelude(context) + STUB + "\n" + h.HOSTILE_VALUES, check=scores_nothing),
+           module=lambda context: h.prelude(context) + STUB + "\n" + h.HOSTILE_VALUES, check=scores_nothing,
+           **SANDBOX_BATCH_ONLY),
     # network
     Attack("network", "connects to the host (127.0.0.1, ::1, its addresses, an abstract unix socket) and to the "
            "internet, resolves names, sends UDP", module=after_import(h.NETWORK_HOST + h.NETWORK_OUTSIDE),
@@ -555,24 +571,28 @@ ATTACKS = [
     Attack("git_dir_link", "its .git is a link to the course root, which the worker would see as /submission/.git",
            build=git_dir_link, check=all_of(as_stub, _no_commit)),
     Attack("zip_slip", "a zip with ../, absolute and drive names and links to the reference", build=zip_slip,
-           check=all_of(scores_nothing, _zip_refusals, _no_file_escaped)),
+           check=all_of(scores_nothing, _zip_refusals, _no_file_escaped), **SANDBOX_BATCH_ONLY),
     Attack("zip_bomb", "a zip whose module unpacks to 200 MiB", build=zip_bomb,
-           check=all_of(scores_nothing, _some_say("was not found"), _problem("larger than 8 MiB"))),
+           check=all_of(scores_nothing, _some_say("was not found"), _problem("larger than 8 MiB")),
+           **SANDBOX_BATCH_ONLY),
     Attack("huge_module", "a 5 MiB module", build=huge_module,
-           check=all_of(scores_nothing, _module_refused("a module may be at most"))),
-    Attack("dotdot_zip", "an upload named `...zip`: `..` as its folder in the output", build=dotdot_zip, check=as_stub),
-    Attack("gradebook_name", "a submission folder named summary.csv", build=gradebook_name, check=as_stub),
+           check=all_of(scores_nothing, _module_refused("a module may be at most")), **SANDBOX_BATCH_ONLY),
+    Attack("dotdot_zip", "an upload named `...zip`: `..` as its folder in the output", build=dotdot_zip, check=as_stub,
+           **SANDBOX_BATCH_ONLY),
+    Attack("gradebook_name", "a submission folder named summary.csv", build=gradebook_name, check=as_stub,
+           **SANDBOX_BATCH_ONLY),
     # forging probes and reports
     Attack("structural_points_for_nothing", "a stub whose attention calls einsum once and returns None",
-           module=after_import(h.STRUCTURAL_FOR_NOTHING), check=scores_nothing),
+           module=after_import(h.STRUCTURAL_FOR_NOTHING), check=scores_nothing, **SANDBOX_BATCH_ONLY),
     Attack("forge_dispatcher", "replaces the worker's dispatcher: probes answer what the structural checks want",
-           module=at_import(h.FORGE_DISPATCHER), check=as_stub),
+           module=at_import(h.FORGE_DISPATCHER), check=as_stub, **SANDBOX_BATCH_ONLY),
     Attack("forge_probe_module", "plants a fake probes module in sys.modules",
            module=after_import(h.FORGE_PROBE_MODULE),
-           check=all_of(_lost_as("failed"), _complete, _some_say("replaced or broke what it needs", "failed"))),
+           check=all_of(_lost_as("failed"), _complete, _some_say("replaced or broke what it needs", "failed")),
+           **SANDBOX_BATCH_ONLY),
     Attack("forge_monkeypatch", "a correct module with loops and no einsum, plus sys.settrace and numpy/torch patched",
            module=lambda context: h.prelude(context) + h.honest_loops() + "\n" + h.FORGE_MONKEYPATCH,
-           check=same_outcome_as("honest_loops")),
+           check=same_outcome_as("honest_loops"), **SANDBOX_BATCH_ONLY),
     Attack("daemons", "setsid and double-fork daemons that rewrite reports after the worker ends",
            module=after_import(h.DAEMON), check=all_of(as_stub, _report_is_own)),
     # the grader's channels
@@ -580,7 +600,7 @@ ATTACKS = [
            module=on_every_call(h.REPLY_PIPE), check=all_of(scores_nothing, _some_say("sent a broken", "crashed"))),
     Attack("wire_flood", "announces and sends two 1 GiB blobs straight into its reply channel",
            module=on_every_call(h.WIRE_FLOOD),
-           check=all_of(scores_nothing, _some_say("over the size limit", "crashed"))),
+           check=all_of(scores_nothing, _some_say("over the size limit", "crashed")), **SANDBOX_BATCH_ONLY),
     # resources
     Attack("fd_exhaustion", "opens files until the limit and keeps them", module=after_import(h.FD_EXHAUSTION),
            check=all_of(scores_nothing, _count_refused_by("open files refused after", 1024))),

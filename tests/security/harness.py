@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core import sandbox
+from grader.core import sandbox, seeds
+from grader.tasks import COURSE_ROOT
 
 PR_SET_CHILD_SUBREAPER = 36
 SAMPLE_EVERY_S = 0.1
@@ -31,6 +32,13 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 # ---------------------------------------------------------------- the course tree
+
+def course_fingerprint() -> dict[str, tuple]:
+    """The course tree and its git folder, once the course has its secret: its first grading
+    makes one (a fresh clone has none), which is no change a grading may be blamed for."""
+    seeds.course_secret()
+    return fingerprint(COURSE_ROOT, git_dir_outside(COURSE_ROOT))
+
 
 def fingerprint(root: Path, extra_dirs: tuple[Path, ...] = ()) -> dict[str, tuple]:
     """Every entry under `root` (ignored files included): its type and mode, and the sha256 of a

@@ -183,7 +183,9 @@ while True:
 
 MEMORY_BOMB = '''
 def on_call(name):
-    if once("memory"):
+    # from the second call on: the first test's time limit also covers the worker's start, which on
+    # a loaded machine leaves too little to reach the memory limit before it
+    if not once("memory-after-the-first-call") and once("memory"):
         blocks = []
         for _ in range(160):              # 10 GiB, every page written
             blocks.append(bytearray(64 << 20))
@@ -488,6 +490,11 @@ for path in candidates:
         found = source
         break
 WALK_S = 15         # at the uid level the walk is the host's whole file system: it stops within a test's limit
+# What the grading must keep from learner code: the course and the batch's folders (its submissions,
+# results and the grader's temporary folders). At the uid level every world-readable file of the host
+# is visible too: a copy of a course someone left readable elsewhere is the host's to keep private
+# (the README says so), observed here but not the grader's breach.
+GUARDED = tuple(_os.path.realpath(p) + "/" for p in (course, CONTEXT["work"], CONTEXT["out_dir"]))
 if found is None:                      # anything on the visible file system that looks like it
     import time as _time
     give_up = _time.monotonic() + WALK_S
@@ -498,13 +505,18 @@ if found is None:                      # anything on the visible file system tha
         dirs[:] = [d for d in dirs if folder + "/" + d not in ("/proc", "/sys", "/dev", "//proc", "//sys", "//dev")]
         for name in files:
             if name in ("attention.py", "variants.py") and folder != "/submission":
+                path = _os.path.join(folder, name)
                 try:
-                    text = open(_os.path.join(folder, name), errors="replace").read()
+                    text = open(path, errors="replace").read()
                 except OSError:
                     continue
-                if "def multi_head_attention" in text and "def torch_attention" in text:
-                    observe("SUCCEEDED: found a solution at", _os.path.join(folder, name))
-                    found = text
+                if "def torch_attention" not in text or "raise NotImplementedError" in text:
+                    continue                   # not attention code, or a stub
+                if not _os.path.realpath(path).startswith(GUARDED):
+                    observe("a copy outside the grading, readable by every user", path)
+                    continue
+                observe("SUCCEEDED: found a solution at", path)
+                found = text
 observe("search for the reference", "refused: nothing found" if found is None else "SUCCEEDED")
 if found is not None:                  # delegate everything to it
     exec(compile(found, __file__, "exec"), globals())

@@ -96,12 +96,12 @@ def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
     modules[planted_in] = attacks.hostile.prelude(context) + planter_code + modules[planted_in]
     attacks.course_layout(tmp_path / "planter", modules)
 
-    before = harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT))
+    before = harness.course_fingerprint()
     try:
         cli = harness.run_cli(["grade", tmp_path / "planter", "--tasks", *sorted({"02", planted_in}), "--out-dir", tmp_path / "out"],
                               harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
         written = [str(c) for c in canaries if c.exists() or c.is_symlink()]
-        changes = harness.differences(before, harness.fingerprint(COURSE_ROOT, harness.git_dir_outside(COURSE_ROOT)))
+        changes = harness.differences(before, harness.course_fingerprint())
     finally:
         for canary in canaries:
             canary.unlink(missing_ok=True)
