@@ -6,7 +6,7 @@ reference is written over the stub and the time from that write to the reference
 the screen is taken (then the stub again, and so on, `--saves` times). Beside it: the time a cold
 `pytest exercises/NN` takes on the same reference.
 
-    python benchmarks/watch.py                   # exercises 01-05
+    python benchmarks/watch.py                   # every exercise
     python benchmarks/watch.py --tasks 01 --saves 5
 """
 import argparse
@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader.tasks import COURSE_ROOT, EXERCISES, SOLUTIONS, task_named
+from grader.tasks import COURSE_ROOT, EXERCISES, SOLUTIONS, all_tasks, task_named
 
 STARTUP_LIMIT_S = 300
 CHECK_LIMIT_S = 120
@@ -95,7 +95,7 @@ def cold_pytest(task) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="*", default=["01", "02", "03", "04", "05"])
+    parser.add_argument("--tasks", nargs="*", default=[task.name[:2] for task in all_tasks()])
     parser.add_argument("--saves", type=int, default=3, help="saves of the reference per exercise (default 3)")
     args = parser.parse_args()
     print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12}")
