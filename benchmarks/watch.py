@@ -95,13 +95,12 @@ def cold_pytest(task) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="*", default=[task.name[:2] for task in all_tasks()])
+    parser.add_argument("--tasks", nargs="*", default=[], help="exercises to time (default: every one)")
     parser.add_argument("--saves", type=int, default=3, help="saves of the reference per exercise (default 3)")
     args = parser.parse_args()
     print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12}")
     print(f"{'':<22} {'':>13} {'median (min-max)':>24} {'median':>12} {'':>12}")
-    for name in args.tasks:
-        task = task_named(name)
+    for task in [task_named(t) for t in args.tasks] or list(all_tasks()):
         first, to_screen, in_check = time_saves(task, args.saves)
         cold = cold_pytest(task)
         spread = f"{statistics.median(to_screen):.2f} s ({min(to_screen):.2f}-{max(to_screen):.2f})"
