@@ -57,7 +57,8 @@ def main() -> None:
         results = json.loads((root / "results" / "results.json").read_text())
         graded = sum(1 for t in results["tests"] if t["extra_data"]["graded"])
         print(f"run_autograder on the reference: {seconds:.1f} s wall, score {results['score']:g}, "
-              f"{len(results['tests'])} tests ({graded} graded), results.json {megabytes(len((root / 'results' / 'results.json').read_bytes()))}")
+              f"{len(results['tests'])} tests ({graded} graded), "
+              f"results.json {megabytes(len((root / 'results' / 'results.json').read_bytes()))}")
         if args.screenshot:
             browser = shutil.which("chromium") or shutil.which("chromium-browser")
             if browser is None:

@@ -39,7 +39,8 @@ def worker_start_seconds(task, sandboxed, restarts=5):
     """(first start: the task's zygote importing its libraries, then a worker; median of the
     restarts that follow, as after a crash or a time-out: a fork of the zygote)."""
     with tempfile.TemporaryDirectory() as tmp:
-        spec = WorkerSpec(level="sandbox" if sandboxed else "none", writable_dirs=(Path(tmp),), probe_files=tuple(task.probe_files()))
+        spec = WorkerSpec(level="sandbox" if sandboxed else "none", writable_dirs=(Path(tmp),),
+                          probe_files=tuple(task.probe_files()))
         backend = BACKENDS["worker"](locate_module(SOLUTIONS, task), BackendContext(SOLUTIONS, Path(tmp) / "log", spec))
         backend.start(time.monotonic() + 120)
         for _ in range(restarts):
@@ -66,13 +67,13 @@ def main():
         print(f"No sandbox here ({why}): official grading figures are for an unsandboxed worker.")
     print("Per task (reference solution):")
     for task in tasks:
-        seconds, _ = wall(lambda: plain_pytest(task.exercise_dir))
+        seconds, _ = wall(lambda task=task: plain_pytest(task.exercise_dir))
         row(f"{task.name}: visible suite, plain pytest", seconds, "(budget 10 s)")
-        plain, _ = wall(lambda: plain_pytest(*task.suite_paths(hidden=True)))
+        plain, _ = wall(lambda task=task: plain_pytest(*task.suite_paths(hidden=True)))
         row(f"{task.name}: visible + hidden, plain pytest in-process", plain)
-        graded, _ = wall(lambda: runner.run(runner.GradingRun(SOLUTIONS, [task], isolation=isolation)))
+        graded, _ = wall(lambda task=task: runner.run(runner.GradingRun(SOLUTIONS, [task], isolation=isolation)))
         row(f"{task.name}: visible + hidden, graded ({isolation_name})", graded, f"(x{graded / plain:.2f} of plain pytest)")
-        inproc, _ = wall(lambda: runner.run(runner.GradingRun(SOLUTIONS, [task], backend="inprocess")))
+        inproc, _ = wall(lambda task=task: runner.run(runner.GradingRun(SOLUTIONS, [task], backend="inprocess")))
         row(f"{task.name}: visible + hidden, graded in-process", inproc,
             f"(isolated / in-process = {graded / inproc:.2f})")
         first, restart = worker_start_seconds(task, sandboxed=isolation == "required")

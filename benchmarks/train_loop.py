@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from grader.worker.loading import load_module
 from grader.tasks import COURSE_ROOT, SOLUTIONS, locate_module, task_named
+from grader.worker.loading import load_module
 
 DATASETS = COURSE_ROOT / "datasets"
 

@@ -64,9 +64,8 @@ class Build:
 
 def build_tokenizer_and_corpus(b: Build) -> None:
     from corpus_files import build_corpus
-    from word_tokenizer import SPECIAL_TOKENS, save_tokenizer
-
     from transformers import AutoTokenizer
+    from word_tokenizer import SPECIAL_TOKENS, save_tokenizer
 
     descriptions = {
         "tokenizer.json": "word-level tokenizer (tokenizers library): vocabulary, pre-tokenizer, decoder, "
@@ -100,8 +99,15 @@ def build_sft(b: Build) -> None:
 
 def build_tiny_llama(b: Build) -> None:
     from jsonl import read_jsonl
-    from tiny_llama_training import (EVAL_LOSS_TOLERANCE, SCRATCH_30S, TRAINING, eval_loss, make_config, train,
-                                     write_model_configs)
+    from tiny_llama_training import (
+        EVAL_LOSS_TOLERANCE,
+        SCRATCH_30S,
+        TRAINING,
+        eval_loss,
+        make_config,
+        train,
+        write_model_configs,
+    )
 
     folder = b.out / "tiny_llama"
     write_model_configs(folder, b.tokenizer)

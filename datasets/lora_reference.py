@@ -13,7 +13,6 @@ import math
 from pathlib import Path
 
 import torch
-
 from stopwatch import Stopwatch
 
 LORA = dict(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")

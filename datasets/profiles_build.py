@@ -657,8 +657,8 @@ def record_cpu_train_step() -> tuple[dict, list[dict]]:
     exercise's reference `profile_steps`, so the fixture is exactly what a learner's recording is."""
     from torch.profiler import record_function
 
-    from grader.worker.loading import load_module
     from grader.tasks import SOLUTIONS, locate_module, task_named
+    from grader.worker.loading import load_module
 
     profiling = load_module(locate_module(SOLUTIONS, task_named("05")))
     torch.manual_seed(0)

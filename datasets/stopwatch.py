@@ -17,7 +17,7 @@ class Stopwatch:
         self.wall = self.cpu = 0.0
         self.spans: list[float] = []
 
-    def __enter__(self) -> "Stopwatch":
+    def __enter__(self) -> Stopwatch:
         self._wall, self._cpu = time.perf_counter(), time.process_time()
         return self
 

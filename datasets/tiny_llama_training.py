@@ -12,7 +12,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
 from stopwatch import Stopwatch
 
 # Small enough to train on 2 CPU cores in under 3 minutes, but a real Llama: RMSNorm, RoPE, SwiGLU and

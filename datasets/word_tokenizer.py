@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-
 from grammar_source import WORD_CLASSES
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SYSTEM, USER, ASSISTANT, END_OF_TURN = "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"

@@ -20,8 +20,7 @@ from grader.core import isolation, sandbox, uid_jail
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from grader.reports.render import batch_table, print_report
 from grader.reports.report import ScoreReport, unwritten_reason, write_report, write_text_atomically
-from grader.running import batch
-from grader.running import runner
+from grader.running import batch, runner
 from grader.tasks import EXERCISES, HIDDEN, all_tasks, locate_module, task_named
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
@@ -378,7 +377,7 @@ def _write_batch_outputs(out_dir: Path, entries, whole_batch: bool = False) -> l
     unwritten = []
     for entry in entries:
         page = out_dir / entry.name / "report.html"
-        failed = _attempt("HTML page", page, lambda path: write_text_atomically(path, report_html(entry.report)))
+        failed = _attempt("HTML page", page, lambda path, report=entry.report: write_text_atomically(path, report_html(report)))
         entry.unwritten += failed
         unwritten += failed
     _, failed = write_class_summary(out_dir, load_entries(out_dir) if whole_batch else entries)

@@ -124,7 +124,7 @@ def _task_from_dir(folder: Path) -> Task | None:
     title = folder.name
     readme = folder / "README.md"
     if readme.exists():
-        first = next((l for l in readme.read_text(encoding="utf-8").splitlines() if l.startswith("# ")), "")
+        first = next((line for line in readme.read_text(encoding="utf-8").splitlines() if line.startswith("# ")), "")
         title = first.removeprefix("# ").strip() or title
     return Task(folder.name, modules[0], title)
 

@@ -14,10 +14,18 @@ import numpy as np
 import pytest
 
 from grader.core import sandbox, worker_process
-from grader.worker.loading import StudentImportError, load_module
-from grader.core.submission import (BACKENDS, BackendContext, BadReturnValue, CallTimeout, CourseFault, StudentError,
-                                    Submission, WorkerCrashed)
+from grader.core.submission import (
+    BACKENDS,
+    BackendContext,
+    BadReturnValue,
+    CallTimeout,
+    CourseFault,
+    StudentError,
+    Submission,
+    WorkerCrashed,
+)
 from grader.core.worker_process import WorkerSpec
+from grader.worker.loading import StudentImportError, load_module
 
 KINDS = ["inprocess", "worker", "sandbox"]
 WORKERS = ["worker", "sandbox"]
@@ -77,7 +85,8 @@ def make_backend(kind, path, tmp_path, probe_files=()):
     can be made)."""
     if kind == "sandbox" and not sandbox.availability()[0]:
         pytest.skip(f"no sandbox here: {sandbox.availability()[1]}")
-    spec = WorkerSpec(level=kind if kind in ("sandbox", "uid") else "none", writable_dirs=(tmp_path,), probe_files=tuple(probe_files))
+    spec = WorkerSpec(level=kind if kind in ("sandbox", "uid") else "none", writable_dirs=(tmp_path,),
+                      probe_files=tuple(probe_files))
     context = BackendContext(tmp_path, tmp_path / f"{kind}.log", spec)
     return BACKENDS["inprocess" if kind == "inprocess" else "worker"](path, context)
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from grader.worker.loading import load_module
 from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
+from grader.worker.loading import load_module
 
 containers = load_module(COURSE_ROOT / "benchmarks" / "containers.py")
 

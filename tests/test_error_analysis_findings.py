@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from grader.worker.loading import load_module
 from grader.tasks import DATASETS, SOLUTIONS
+from grader.worker.loading import load_module
 
 SHIPPED = str(DATASETS / "eval_results" / "eval_results.jsonl")
 PLANTED = json.loads((DATASETS / "eval_results" / "planted_regressions.json").read_text(encoding="utf-8"))

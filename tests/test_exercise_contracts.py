@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from grader.worker.loading import load_module
-from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
 from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
 from grader.running.variants import INDEPENDENT, base_source, variants_of
+from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
+from grader.worker.loading import load_module
 
 TASKS = all_tasks()
 IDS = [t.name for t in TASKS]
@@ -66,7 +66,7 @@ def graded_tests(task):
                      for target in node.targets if isinstance(target, ast.Name)
                      and isinstance(node.value, ast.Constant)}
 
-        def value(node):
+        def value(node, constants=constants):
             return constants.get(node.id) if isinstance(node, ast.Name) else ast.literal_eval(node)
 
         for node in tree.body:

@@ -19,11 +19,11 @@ import pytest
 
 from grader.core.outcome import ARTIFACT_LIMIT, GPU_SKIP_REASON, as_artifacts
 from grader.reports import github
+from grader.reports import report as score_report
 from grader.reports.gradescope import gradescope_results
 from grader.reports.html import report_html
 from grader.reports.junit import junit_xml
 from grader.reports.prairielearn import SIZE_LIMIT, prairielearn_results
-from grader.reports import report as score_report
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, write_report
 from grader.reports.summary import Entry, write_gradebook
 from grader.running import runner
@@ -239,8 +239,9 @@ def test_prairielearn_does_not_score_what_could_not_be_graded(report):
     results = prairielearn_results(report)
     assert results["gradable"] is False and "score" not in results
     assert results["format_errors"] == ["The grading is incomplete: the grading process died"]
-    missing = ScoreReport(run={}, submission={}, tasks=[TaskResult("01_einsum_attention", "t", ModuleInfo("/x/attention.py", False),
-                                                                   [result("01_einsum_attention", "a", "error")])])
+    tests = [result("01_einsum_attention", "a", "error")]
+    task = TaskResult("01_einsum_attention", "t", ModuleInfo("/x/attention.py", False), tests)
+    missing = ScoreReport(run={}, submission={}, tasks=[task])
     assert prairielearn_results(missing)["format_errors"] == ["01_einsum_attention: /x/attention.py was not found"]
 
 
@@ -280,6 +281,7 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 def test_learner_text_in_figures_is_drawn_as_plain_text():
     import matplotlib
+
     from grader.reports import figures
     assert png_size(figures.step_breakdown_png(breakdown_of(MATHTEXT, 2)))
     # mathtext ignores spaces, so it draws these two alike; as text they differ
@@ -379,8 +381,8 @@ def test_artifacts_become_json_data():
 
 
 def test_the_recorded_reference_curve_is_for_the_graded_run():
-    from grader.worker.loading import load_module
     from grader.reports.record import data_version
+    from grader.worker.loading import load_module
     convergence = load_module(task_named("02").hidden_dir / "convergence.py")
     recorded = json.loads(convergence.REFERENCE_CURVE.read_text())
     assert (recorded["run"], recorded["model"], recorded["eval_documents"]) == \

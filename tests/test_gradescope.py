@@ -86,7 +86,7 @@ def test_setup_dry_run_says_how_it_would_install_and_installs_nothing(autograder
                           timeout=120, env={**os.environ, "AUTOGRADER_ROOT": str(root)})
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if line.startswith("+ ")]
-    torch = next(l for l in (COURSE_ROOT / "constraints.txt").read_text().splitlines() if l.startswith("torch=="))
+    torch = next(pin for pin in (COURSE_ROOT / "constraints.txt").read_text().splitlines() if pin.startswith("torch=="))
     assert f"+ python3 -m venv {root}/venv" in commands
     assert any(torch in c and "download.pytorch.org/whl/cpu" in c for c in commands)
     assert commands[-1].endswith(f"-c {root}/source/constraints.txt --no-build-isolation -e {root}/source")
@@ -94,8 +94,8 @@ def test_setup_dry_run_says_how_it_would_install_and_installs_nothing(autograder
     (root / "source" / "wheels").mkdir()
     offline = subprocess.run(["bash", str(root / "source" / "setup.sh"), "--dry-run"], capture_output=True, text=True,
                              timeout=120, env={**os.environ, "AUTOGRADER_ROOT": str(root)})
-    pip_lines = [l for l in offline.stdout.splitlines() if "/pip install" in l]
-    assert pip_lines and all(f"--no-index --find-links {root}/source/wheels" in l for l in pip_lines)
+    pip_lines = [line for line in offline.stdout.splitlines() if "/pip install" in line]
+    assert pip_lines and all(f"--no-index --find-links {root}/source/wheels" in line for line in pip_lines)
 
 
 def test_run_autograder_grades_the_reference_to_full_marks(autograder, tmp_path):

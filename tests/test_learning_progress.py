@@ -13,7 +13,7 @@ import pytest
 
 from grader.learning import hints, progress
 from grader.reports import report as score
-from grader.tasks import COURSE_ROOT, EXERCISES, SOLUTIONS, task_named
+from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
 
 TASK = task_named("04")            # its stub fails every visible test in a few seconds
 GRADER = str(Path(sys.executable).with_name("grader"))
@@ -57,7 +57,7 @@ def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_t
     # Asked for: the next unseen hint of the concept the last run left failing, then of a named one.
     asked = run([GRADER, "hint", TASK.name[:2]], env)
     assert asked.returncode == 0, asked.stdout + asked.stderr
-    assert f"hint 2 of" in asked.stdout and ladder("hints.md", first)[1][:40] in " ".join(asked.stdout.split())
+    assert "hint 2 of" in asked.stdout and ladder("hints.md", first)[1][:40] in " ".join(asked.stdout.split())
     other = list(concepts)[1]
     chinese = run([GRADER, "hint", TASK.name[:2], other[:6].lower()], {**env, "GRADER_LANG": "", "LANG": "zh_CN.UTF-8"})
     assert chinese.returncode == 0, chinese.stdout + chinese.stderr
@@ -70,7 +70,7 @@ def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_t
 
     table = run([GRADER, "progress"], env)
     assert table.returncode == 0
-    cells = [c.strip() for c in next(l for l in table.stdout.splitlines() if TASK.name in l).split("│")[1:-1]]
+    cells = [c.strip() for c in next(row for row in table.stdout.splitlines() if TASK.name in row).split("│")[1:-1]]
     max_points = sum(c["max_points"] for c in concepts.values())
     assert cells[:5] == [TASK.name, f"0 / {len(concepts)}", f"0 / {max_points:g}", "3", "4"], cells
     assert re.search(r"01_einsum_attention.*not started", table.stdout)

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.worker.loading import sibling_module
 from grader.delivery import nbgrader as delivery
 from grader.delivery.nbgrader_cells import NotebookError, SavedNotebook
-from grader.delivery.nbgrader_kernel import MARKER, OnlyLockedCells, locked_cell_sources
+from grader.delivery.nbgrader_kernel import OnlyLockedCells, locked_cell_sources
 from grader.delivery.notebook import cell_source, module_source, nbgrader_metadata, read_notebook
 from grader.running.variants import REFERENCE, reference_source, variants_of
 from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, task_named
+from grader.worker.loading import sibling_module
 
 hostile = sibling_module(str(Path(__file__).parent / "security" / "hostile.py"), "hostile")
 

@@ -64,7 +64,7 @@ def test_bands_drawn_as_paths_or_as_offset_uses_are_read():
     low, high = LOSS - 0.2, LOSS + 0.3
     for linewidth in (None, 0):          # with linewidth 0 matplotlib draws the polygon once and <use>s it
 
-        def draw(axes):
+        def draw(axes, linewidth=linewidth):
             axes.fill_between(STEPS, low, high, alpha=0.3, **({} if linewidth is None else {"linewidth": 0}))
             axes.plot(STEPS, LOSS)
             axes.set_xscale("log")

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from grader.running.shards import Shard, ShardError, parse
 from grader.tasks import COURSE_ROOT

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.learning.hints import HINT_FILES as HINT_FILE_OF, HintFormatError, read_hints
+from grader.learning.hints import HINT_FILES as HINT_FILE_OF
+from grader.learning.hints import HintFormatError, read_hints
 from grader.running import runner
 from grader.running.variants import materialize, variants_of
-from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, task_named
+from grader.tasks import EXERCISES, SOLUTIONS, all_tasks, task_named
 
 TASKS = [task for task in all_tasks() if task.hidden_dir.is_dir()]
 IDS = [task.name for task in TASKS]
@@ -196,7 +197,7 @@ def test_every_graded_concept_has_a_hint_ladder_in_both_languages(task):
     missing = sorted(graded_concepts(task) - set(english[1]))
     assert not missing, f"{task.name}: graded concepts without hints: {missing}"
     low, high = HINTS_PER_CONCEPT
-    for (title, hints), language in ((english, "en"), (chinese, "zh-CN")):
+    for (_title, hints), language in ((english, "en"), (chinese, "zh-CN")):
         for section, ladder in hints.items():
             assert low <= len(ladder) <= high, f"{task.name} ({language}) {section!r}: {len(ladder)} hints"
     for section, ladder in chinese[1].items():

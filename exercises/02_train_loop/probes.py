@@ -84,7 +84,9 @@ def watch_train(module, cfg, stop_after=None):
         if stop_after is not None and len(steps) == stop_after:
             raise StopTraining
 
-    hook = lambda model: model.register_forward_pre_hook(before_forward, with_kwargs=True)
+    def hook(model):
+        return model.register_forward_pre_hook(before_forward, with_kwargs=True)
+
     handles = [register_optimizer_step_pre_hook(before_step), register_optimizer_step_post_hook(after_step)]
     try:
         with _Builds(hook) as built:

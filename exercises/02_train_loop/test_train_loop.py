@@ -19,8 +19,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig
 from torch.utils.data import DataLoader
+from transformers import AutoModelForCausalLM, LlamaConfig
 
 from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
 from grader.core.submission import StudentError
@@ -171,7 +171,9 @@ def test_collate_pads_on_the_right(submission):
 @pytest.mark.timeout(QUICK)
 def test_lr_at_landmarks(submission):
     """0 at step 0, max_lr at the end of warmup, half way down in the middle of the cosine, min_lr at the end"""
-    lr = lambda step: submission.lr_at(step, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1)
+    def lr(step):
+        return submission.lr_at(step, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1)
+
     for step, expected in [(0, 0.0), (5, 0.5), (10, 1.0), (60, 0.55), (110, 0.1), (200, 0.1)]:
         assert math.isclose(lr(step), expected, abs_tol=1e-12), f"lr_at({step}) = {lr(step)}, expected {expected}"
 
@@ -182,7 +184,7 @@ def test_lr_at_landmarks(submission):
 def test_lr_at_is_transformers_schedule(submission):
     """with min_lr=0, max_lr times get_cosine_schedule_with_warmup's multiplier at every step; a warmup as long as the
     run ends on the floor"""
-    from transformers import get_cosine_schedule_with_warmup      # imported here: it pulls in trainer code (~2 s)
+    from transformers import get_cosine_schedule_with_warmup  # imported here: it pulls in trainer code (~2 s)
     lambdas = get_cosine_schedule_with_warmup(torch.optim.SGD([torch.ones(1, requires_grad=True)]), 4, 22).lr_lambdas
     for step in range(23):
         got = submission.lr_at(step, max_lr=2e-3, warmup_steps=4, total_steps=22)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from grader.worker.loading import sibling_module
 from grader.tasks import DATASETS
+from grader.worker.loading import sibling_module
 
 probes = sibling_module(__file__, "probes")
 visible = sibling_module(__file__, "test_train_loop")      # its batching and eval-loss oracle

@@ -116,6 +116,7 @@ def sft_run(module, model_dir, train_path, out_dir, kwargs, work_dir, input_ids)
     the base weights came out as the checkpoint holds them, and the trained model's logits for
     `input_ids` (eval mode)."""
     import os
+
     from transformers import AutoModelForCausalLM
     from trl import SFTTrainer
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.core.checks import (assert_close, assert_equal, check_array, learner_file, lora_adapter_copy,
-                                 sibling_module)
+from grader.core.checks import assert_close, assert_equal, learner_file, lora_adapter_copy, sibling_module
 from grader.core.submission import StudentError
 from grader.tasks import DATASETS, EXERCISES
 

@@ -18,8 +18,8 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grader.core.checks import learner_file
-from grader.worker.loading import load_module
 from grader.tasks import DATASETS
+from grader.worker.loading import load_module
 
 torch.set_num_threads(1)        # as graded: one thread per grading process
 

@@ -7,7 +7,6 @@ Run the visible tests with:  pytest exercises/05_profiler_reading
 """
 import re
 
-
 # Names the profiler gives its own regions, and the regions a scenario declares itself.
 PHASES = {
     "data_loading": re.compile(r"^enumerate\(DataLoader\)"),    # DataLoader.__next__

@@ -11,10 +11,9 @@ import json
 import math
 
 import pytest
-import torch
 
-from grader.worker.loading import sibling_module
 from grader.tasks import DATASETS, EXERCISES
+from grader.worker.loading import sibling_module
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several

@@ -282,7 +282,8 @@ def test_accuracy_by_category_on_the_shipped_results(submission):
         expected = (planted_effect["n"], planted_effect["new_accuracy"], planted_effect["baseline_accuracy"])
         assert got["n"] == expected[0] and math.isclose(got["accuracy"], expected[1], abs_tol=1e-4) \
             and math.isclose(got["accuracy_base"], expected[2], abs_tol=1e-4), \
-            f"{category}: (n, accuracy, accuracy_base) is {(got['n'], got['accuracy'], got['accuracy_base'])}, expected {expected}"
+            f"{category}: (n, accuracy, accuracy_base) is {(got['n'], got['accuracy'], got['accuracy_base'])}, " \
+            f"expected {expected}"
         assert math.isclose(got["delta"], got["accuracy"] - got["accuracy_base"], abs_tol=ACCURACY), \
             f"{category}: delta is {got['delta']}, expected accuracy - accuracy_base"
 

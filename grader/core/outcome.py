@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import math
 
-from grader.worker.loading import StudentImportError
-from grader.worker.dispatch import is_test_timeout
 from grader.core.submission import StudentError, SubmissionFailure
+from grader.worker.dispatch import is_test_timeout
+from grader.worker.loading import StudentImportError
 
 GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
 NOT_RUN = "not graded: the grading ended before this test ran"

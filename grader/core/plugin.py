@@ -12,23 +12,30 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader.worker.loading import function_location
-from grader.core.outcome import (GPU_SKIP_REASON, NOT_RUN, OUTPUT_LIMIT, as_artifacts, phase_outcome, tail, truncate,
-                                 with_concept)
 from grader.core import intake, isolation, sandbox, uid_jail
 from grader.core.intake import read_module
-from grader.worker.loading import StudentImportError
+from grader.core.outcome import (
+    GPU_SKIP_REASON,
+    NOT_RUN,
+    OUTPUT_LIMIT,
+    as_artifacts,
+    phase_outcome,
+    tail,
+    truncate,
+    with_concept,
+)
 from grader.core.submission import BACKENDS, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
 from grader.reports.record import git_commit, new_run_id, run_record
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
+from grader.worker.loading import StudentImportError, function_location
 
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
@@ -89,7 +96,7 @@ class GradingSession:
 
     def __init__(self, config):
         self.config = config
-        self.started = datetime.now(timezone.utc)
+        self.started = datetime.now(UTC)
         self.run_id = config.getoption("grader_run_id") or new_run_id(self.started)
         impl = config.getoption("impl")
         self.impl = Path(impl).resolve() if impl else EXERCISES
@@ -195,7 +202,7 @@ class GradingSession:
         """The score report of the tests run so far. `partial`: written while the grading goes on,
         so it also lists, as errors, the tests that have not run yet, and says so in `problems`;
         the final report replaces it."""
-        finished = datetime.now(timezone.utc)
+        finished = datetime.now(UTC)
         results = dict(self.results)
         tasks_seen = dict(self.tasks)
         problems = list(self.problems)

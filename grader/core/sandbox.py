@@ -98,7 +98,7 @@ class Limits:
     scratch_mb: int = 1024         # what it may keep in the folders it shares with the tests (on disk)
 
     @classmethod
-    def from_env(cls, environ=os.environ) -> "Limits":
+    def from_env(cls, environ=os.environ) -> Limits:
         values = {}
         for f in fields(cls):
             raw = environ.get(f"GRADER_LIMIT_{f.name.upper()}")
@@ -111,7 +111,7 @@ class Limits:
                     raise ValueError(f"GRADER_LIMIT_{f.name.upper()}={raw!r} is not {what}") from None
         return cls(**values)
 
-    def fitted(self, environ=os.environ) -> "Limits":
+    def fitted(self, environ=os.environ) -> Limits:
         """These limits with the memory of a task's workers fitted to the box, as it is when the
         task starts: what is asked (or WORKER_MEMORY_MB), but no more than the box's limit leaves
         once what the box holds now and the trusted side's growth are set aside, shared with the

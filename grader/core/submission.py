@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.worker import wire
-from grader.worker.dispatch import answer, asking
 from grader.core.intake import find_git_dir, git_head, read_module
-from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.reports.report import OUT_OF_MEMORY
 from grader.tasks import COURSE_ROOT
+from grader.worker import wire
+from grader.worker.dispatch import answer, asking
+from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
 
 STARTUP_LIMIT_S = 60.0
 # A task's worker host (its zygote, in its jail) is started again after learner code ended it, once:

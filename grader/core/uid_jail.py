@@ -41,8 +41,14 @@ import time
 from pathlib import Path
 
 from grader.core.cgroups import read_text
-from grader.core.sandbox import (LEARNER_OOM_SCORE_ADJ, Limits, python_paths, shared_temp_root, worker_environment,
-                                 worker_runtime)
+from grader.core.sandbox import (
+    LEARNER_OOM_SCORE_ADJ,
+    Limits,
+    python_paths,
+    shared_temp_root,
+    worker_environment,
+    worker_runtime,
+)
 from grader.tasks import COURSE_ROOT, DATASETS, HIDDEN, SOLUTIONS, all_tasks
 
 UID_BASE = 0x5000_0000          # far above any user of a machine and the usual subordinate-id ranges
@@ -172,7 +178,7 @@ def processes_of(uid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             status = read_text(f"/proc/{entry}/status") or ""
-            line = next((l for l in status.splitlines() if l.startswith("Uid:")), "")
+            line = next((row for row in status.splitlines() if row.startswith("Uid:")), "")
             if line and int(line.split()[1]) == uid:
                 found.append(int(entry))
     return found
@@ -230,7 +236,7 @@ def remove_files_of(uid: int) -> None:
 
 
 def _world_readable(tree: Path) -> None:
-    for root, dirs, files in os.walk(tree):
+    for root, _dirs, files in os.walk(tree):
         os.chmod(root, 0o755)
         for name in files:
             path = os.path.join(root, name)
@@ -259,7 +265,7 @@ def seal(*extra: Path) -> None:
     for folder in (SOLUTIONS, COURSE_ROOT / ".git", *extra):
         if folder.exists() and not folder.is_symlink():
             _restrict(folder, 0o700 if folder.is_dir() else SECRET_MODE)
-    from grader.core.seeds import SECRET_FILE          # the course secret, where it is kept
+    from grader.core.seeds import SECRET_FILE  # the course secret, where it is kept
     if SECRET_FILE.exists():
         _restrict(SECRET_FILE, SECRET_MODE)
     _check_not_writable_by_others(Path(__file__).resolve().parent.parent)

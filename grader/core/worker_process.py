@@ -30,12 +30,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.worker import wire
-from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
 from grader.core.cgroups import read_text
 from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Jail, Limits
 from grader.core.uid_jail import UidJail
 from grader.reports.report import OUT_OF_MEMORY
+from grader.worker import wire
+from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
@@ -143,7 +143,7 @@ class WorkerOutput:
 class Worker:
     """One forked worker: its channel, and what the zygote said of it (pid, how it ended)."""
 
-    def __init__(self, host: "WorkerHost", channel: wire.Channel):
+    def __init__(self, host: WorkerHost, channel: wire.Channel):
         self.host, self.channel = host, channel
         self.started = time.monotonic()
         self.pid: int | None = None

@@ -18,9 +18,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core import seeds
 from grader.delivery.template import TEMPLATES, fill
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
-from grader.core import seeds
 from grader.tasks import AUDIT_ONLY, COURSE_ROOT, DATASETS, HIDDEN, Task
 
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}

@@ -106,5 +106,5 @@ def _container_security(level: str) -> dict:
 
 
 def to_yaml(manifest: dict) -> str:
-    import yaml          # PyYAML: a dependency of transformers, so of the course
+    import yaml  # PyYAML: a dependency of transformers, so of the course
     return yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=100)

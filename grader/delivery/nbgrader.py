@@ -28,8 +28,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.delivery.course_sources import (BEGIN_SOLUTION, END_SOLUTION, BuildError, module_cells, readme_in,
-                                            visible_test_parts)
+from grader.delivery.course_sources import (
+    BEGIN_SOLUTION,
+    END_SOLUTION,
+    BuildError,
+    module_cells,
+    readme_in,
+    visible_test_parts,
+)
 from grader.delivery.notebook import MODULE_CELL_PREFIX, NBGRADER_SCHEMA_VERSION
 from grader.running.runner import RUN_LIMIT_S
 from grader.tasks import COURSE_ROOT, HIDDEN, SOLUTIONS, Task, task_of_path

@@ -159,7 +159,7 @@ class SavedNotebook:
     concepts: list[str]          # of its test cells, in order
 
     @classmethod
-    def find(cls, task: Task) -> "SavedNotebook":
+    def find(cls, task: Task) -> SavedNotebook:
         """The notebook the kernel runs: the one its Jupyter session names, else <task>.ipynb,
         in the working folder (nbgrader and Jupyter start kernels in the notebook's folder)."""
         session = os.environ.get("JPY_SESSION_NAME", "")
@@ -245,6 +245,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
     """Run one visible test function on the module, in this process; its result as the score
     report types it, classified by the same rules as a graded run."""
     import pytest
+
     from grader.core.outcome import GPU_SKIP_REASON, exception_outcome, tail, with_concept
     from grader.core.submission import InProcessBackend, Submission
     from grader.reports.report import TestResult

@@ -98,7 +98,7 @@ def _readme_title(task: Task, lang: str) -> str:
     readme = task.exercise_dir / ("README.zh-CN.md" if lang == "zh-CN" else "README.md")
     if not readme.exists():
         return task.title
-    heading = next((l for l in readme.read_text(encoding="utf-8").splitlines() if l.startswith("# ")), "")
+    heading = next((line for line in readme.read_text(encoding="utf-8").splitlines() if line.startswith("# ")), "")
     return heading.removeprefix("# ").strip() or task.title
 
 

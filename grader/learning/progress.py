@@ -13,7 +13,7 @@ import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.reports.report import ScoreReport, write_text_atomically
@@ -103,7 +103,7 @@ def record(report: ScoreReport, source: str, now: datetime | None = None) -> dic
     next hint comes as many runs later)."""
     if progress_path() is None:
         return {}
-    stamp = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     due: dict[str, list[str]] = {}
     with updating() as tasks:
         for task in report.tasks:

@@ -116,11 +116,11 @@ def score_histogram_png(percents: list[float]) -> bytes:
 def _curve(data) -> dict | None:
     if not isinstance(data, dict):
         return None
-    pairs = [(s, l) for s, l in zip(data.get("step") or [], data.get("loss") or [])
-             if _number(s) is not None and _number(l) is not None]
+    pairs = [(step, loss) for step, loss in zip(data.get("step") or [], data.get("loss") or [])
+             if _number(step) is not None and _number(loss) is not None]
     if not pairs:
         return None
-    return {"step": [s for s, _ in pairs], "loss": [l for _, l in pairs],
+    return {"step": [s for s, _ in pairs], "loss": [loss for _, loss in pairs],
             "final_eval_loss": _number(data.get("final_eval_loss"))}
 
 

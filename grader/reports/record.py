@@ -8,7 +8,7 @@ import platform
 import secrets
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -18,7 +18,7 @@ _PACKAGES = ("torch", "numpy", "transformers", "peft", "trl", "datasets", "pytes
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 

@@ -83,7 +83,7 @@ class TestResult:
         return data
 
     @classmethod
-    def from_json(cls, data: dict, task: str) -> "TestResult":
+    def from_json(cls, data: dict, task: str) -> TestResult:
         return cls(task=task, **_known(cls, data, skip={"task"}))
 
 
@@ -125,7 +125,7 @@ class TaskResult:
                 "tests": [t.to_json() for t in self.tests]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "TaskResult":
+    def from_json(cls, data: dict) -> TaskResult:
         return cls(data["task"], data["title"], ModuleInfo(**_known(ModuleInfo, data["module"])),
                    [TestResult.from_json(t, data["task"]) for t in data["tests"]])
 
@@ -151,12 +151,12 @@ class ScoreReport:
     isolation: dict = field(default_factory=dict)   # {"level": "sandbox" | "none", "reason": ...}
 
     @classmethod
-    def failed(cls, problem: str, submission: dict | None = None) -> "ScoreReport":
+    def failed(cls, problem: str, submission: dict | None = None) -> ScoreReport:
         """The report of a grading that produced none of its own: nothing earned, the reason kept."""
         return cls(run={}, submission=submission or {}, tasks=[], problems=[problem])
 
     @classmethod
-    def combined(cls, parts: list["ScoreReport"]) -> "ScoreReport":
+    def combined(cls, parts: list[ScoreReport]) -> ScoreReport:
         """One grading's report from its parts (one per task, each its own session), in order:
         their tasks and problems together, the first part's record with the whole run's times
         and metrics."""
@@ -199,7 +199,7 @@ class ScoreReport:
                 "tasks": [t.to_json() for t in self.tasks]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "ScoreReport":
+    def from_json(cls, data: dict) -> ScoreReport:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("schema_version") != SCHEMA_VERSION:
             raise ReportError(f"not a version {SCHEMA_VERSION} {SCHEMA}")
         try:

@@ -20,8 +20,14 @@ from pathlib import Path
 
 from grader.reports import figures
 from grader.reports.html import bar, image, page
-from grader.reports.report import (REPORT_NAME, ReportError, ScoreReport, read_report, unwritten_reason,
-                                   write_text_atomically)
+from grader.reports.report import (
+    REPORT_NAME,
+    ReportError,
+    ScoreReport,
+    read_report,
+    unwritten_reason,
+    write_text_atomically,
+)
 
 CLASS_FILES = ("summary.csv", "concepts.csv", "class.html")    # beside the submissions' folders
 MOST_OFTEN_LOST = 10

@@ -33,7 +33,8 @@ def unique_names(paths: list[Path], kept: dict[int, str] | None = None, taken: s
     first of `-2`, `-3`, ... that no submission of the batch is called, so a learner who named
     theirs `sub-2` keeps it. A name is learner data (an upload's file name), so it is made a plain
     folder name first: never `.`, `..` or hidden, never a path, never the gradebook's own name,
-    never longer than a file system allows. `kept` gives some submissions (by index) their name already; no other takes it or `taken`."""
+    never longer than a file system allows. `kept` gives some submissions (by index) their name already; no other
+    takes it or `taken`."""
     kept = kept or {}
     bases = [folder_name(path.stem if path.suffix.lower() == ".zip" else path.resolve().name) for path in paths]
     used = {name.lower() for name in [*taken, *kept.values()]}

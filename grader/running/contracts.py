@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.worker.loading import load_module
 from grader.tasks import Task
+from grader.worker.loading import load_module
 
 _MARKER = re.compile(r"<!--\s*rule:\s*([a-z0-9_.\-]+)\s*-->")
 

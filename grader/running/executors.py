@@ -10,9 +10,10 @@ Slurm array task through submitit (importable in the job: it is this module's to
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
 from grader.running import archives, runner

@@ -41,8 +41,8 @@ import time
 from pathlib import Path
 
 from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
-from grader.worker.zygote import die_with_parent
 from grader.tasks import COURSE_ROOT
+from grader.worker.zygote import die_with_parent
 
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"

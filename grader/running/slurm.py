@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader.reports.report import REPORT_NAME, ScoreReport
 from grader.running import budgets
-from grader.running.executors import NOT_FINISHED, Unit, finished_report, grade_chunk, save
+from grader.running.executors import NOT_FINISHED, finished_report, grade_chunk, save
 
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
                 "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
@@ -73,7 +73,7 @@ class SlurmExecutor:
             raise
 
     def _executor(self, per_task: int, gradings: int, limit_s: float):
-        import submitit          # the cluster extra: only a Slurm batch needs it
+        import submitit  # the cluster extra: only a Slurm batch needs it
         o = self.options
         executor = submitit.AutoExecutor(folder=o.folder, cluster="slurm")
         parameters = dict(

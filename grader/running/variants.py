@@ -28,9 +28,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.worker.loading import load_module
 from grader.tasks import SOLUTIONS, Task
-
+from grader.worker.loading import load_module
 
 REFERENCE, INDEPENDENT = "reference", "independent"
 

@@ -46,7 +46,7 @@ class _NotData(WireError):
         super().__init__(f"value{path} {problem}")
         self.problem, self.path = problem, path
 
-    def within(self, step: str) -> "_NotData":
+    def within(self, step: str) -> _NotData:
         return _NotData(self.problem, step + self.path)
 
 

@@ -19,14 +19,14 @@ import re
 import stat
 import subprocess
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from grader.core import submission
-from grader.worker.loading import sibling_module
 from grader.reports.report import ScoreReport
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, locate_module, task_named
+from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")
 harness = sibling_module(__file__, "harness")
@@ -68,7 +68,7 @@ class Graded:
     report: ScoreReport
     log: str
     context: Context
-    batch: dict[str, "Graded"] = field(default_factory=dict)
+    batch: dict[str, Graded] = field(default_factory=dict)
 
     @property
     def observed(self) -> list[tuple[str, str]]:
@@ -352,7 +352,7 @@ def _processes_kept_apart(graded: Graded) -> None:
     """In the sandbox the worker sees its jail's processes only. At the uid level (no pid
     namespace) it sees every pid and their command lines, as any user of a machine does, but the
     links and open files of none but its own host's processes (the zygote and its workers)."""
-    line = next((l for l in graded.log.splitlines() if l.startswith("PROCESSES ")), None)
+    line = next((row for row in graded.log.splitlines() if row.startswith("PROCESSES ")), None)
     assert line, "the attack printed no process list"
     seen = json.loads(line.removeprefix("PROCESSES "))
     course = str(graded.context.course)
@@ -371,7 +371,7 @@ def _processes_kept_apart(graded: Graded) -> None:
 
 
 def _environment_clean(graded: Graded) -> None:
-    line = next((l for l in graded.log.splitlines() if l.startswith("ENVIRONMENTS ")), None)
+    line = next((row for row in graded.log.splitlines() if row.startswith("ENVIRONMENTS ")), None)
     assert line, "the attack printed no environments"
     assert graded.context.secret not in line, "the grader's environment is visible to learner code"
 

@@ -177,7 +177,7 @@ class Watch:
     jails: set[str] = field(default_factory=set)                # names of the jails' folders (= cgroups)
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Watch:
         if _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
         self._thread = threading.Thread(target=self._sample, daemon=True)

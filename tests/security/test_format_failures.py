@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from grader import cli
-from grader.worker.loading import sibling_module
 from grader.reports import html
 from grader.tasks import SOLUTIONS
+from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 from transformers.utils import logging as hf_logging
 
-from grader.worker.loading import sibling_module
 from grader.tasks import HIDDEN
+from grader.worker.loading import sibling_module
 
 oracles = sibling_module(str(HIDDEN / "03_lora_sft" / "oracles.py"), "oracles")
 

@@ -18,8 +18,8 @@ import pytest
 from traitlets.config.loader import PyFileConfigLoader
 from traitlets.utils.importstring import import_item
 
-from grader.worker.loading import sibling_module
 from grader.delivery import nbgrader as delivery
+from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")
 

@@ -51,7 +51,8 @@ def patches_the_grader(course: Path) -> str:
     patch = "\\nimport builtins\\n"
     targets = [course / "grader" / "reports" / name for name in ("gradescope.py", "prairielearn.py", "report.py")]
     return attempts(*[(f"patch {target.name}", f"open({str(target)!r}, 'a').write({patch!r})") for target in targets],
-                    ("plant a module beside the grader", f"pathlib.Path({str(course / 'grader' / 'sitecustomize.py')!r}).write_text('')"))
+                    ("plant a module beside the grader",
+                     f"pathlib.Path({str(course / 'grader' / 'sitecustomize.py')!r}).write_text('')"))
 
 
 def reads_what_decides_the_grade(course: Path) -> str:

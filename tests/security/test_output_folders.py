@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.worker.loading import sibling_module
 from grader.running.batch import unique_names
+from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")
 

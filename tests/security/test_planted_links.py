@@ -10,9 +10,9 @@ a daemon that exercise 01's module leaves behind before its import fails.
 (Links left by a call itself, within the rules of the pause, are the backend tests' concern.)"""
 import pytest
 
-from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 from grader.tasks import COURSE_ROOT, EXERCISES, locate_module, task_named
+from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
@@ -98,7 +98,8 @@ def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
 
     before = harness.course_fingerprint()
     try:
-        cli = harness.run_cli(["grade", tmp_path / "planter", "--tasks", *sorted({"02", planted_in}), "--out-dir", tmp_path / "out"],
+        tasks = sorted({"02", planted_in})
+        cli = harness.run_cli(["grade", tmp_path / "planter", "--tasks", *tasks, "--out-dir", tmp_path / "out"],
                               harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
         written = [str(c) for c in canaries if c.exists() or c.is_symlink()]
         changes = harness.differences(before, harness.course_fingerprint())

@@ -19,7 +19,6 @@ can fail: with `--seed 0` forced on both gradings, the replayer earns the record
 import hashlib
 import json
 import re
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 

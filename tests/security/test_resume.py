@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
+from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")

@@ -4,10 +4,12 @@ course, `/dev/zero`): exercise 02's `train` returns the paths of its run record 
 here naming a file outside the test's folder that holds a secret, which must not reach the
 learner's report. A number it reports about itself proves nothing either: a `train` that trains
 nothing and reports the loss the convergence test asks for must not pass that test."""
+import json
+
 import pytest
 
-from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
+from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")
@@ -44,7 +46,7 @@ def grade_exercise_02(tmp_path, train_source: str):
 def test_a_returned_path_outside_the_tests_folder_is_never_read(tmp_path):
     marker = harness.new_marker()
     secret = tmp_path / "someone-elses-run.json"
-    secret.write_text('{"run_id": "%s", "config": {}, "metrics": {"tokens": 1}}' % marker)
+    secret.write_text(json.dumps({"run_id": marker, "config": {}, "metrics": {"tokens": 1}}))
     secret.chmod(0o600)
     report_path = grade_exercise_02(tmp_path, FAKE_TRAIN % {"path": str(secret)})
     report_text = report_path.read_text()

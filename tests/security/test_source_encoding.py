@@ -6,9 +6,9 @@ the learner's line read from the file: both once decoded the file as UTF-8, whic
 module with one accented letter is not."""
 from pathlib import Path
 
-from grader.worker.loading import function_location, learner_source, sibling_module
 from grader.running import runner
 from grader.tasks import task_named
+from grader.worker.loading import function_location, learner_source, sibling_module
 
 attacks = sibling_module(__file__, "attacks")
 hostile = sibling_module(__file__, "hostile")

@@ -6,9 +6,9 @@ matplotlib would decode to 2.7 GB) and save an adapter config of rank 130,000 (f
 would build 4.8 GB of layers) must leave the grading process near its usual size."""
 import pytest
 
-from grader.worker.loading import sibling_module
 from grader.reports.report import read_report
 from grader.tasks import SOLUTIONS, locate_module, task_named
+from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
 harness = sibling_module(__file__, "harness")

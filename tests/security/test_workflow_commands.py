@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.worker.loading import sibling_module
 from grader.reports import github
 from grader.reports.report import ScoreReport
 from grader.tasks import EXERCISES
+from grader.worker.loading import sibling_module
 
 actions = sibling_module(__file__, "actions")
 hostile = sibling_module(__file__, "hostile")

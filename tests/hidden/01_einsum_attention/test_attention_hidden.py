@@ -362,7 +362,8 @@ def test_torch_attention_gradients_match_sdpa(submission, rng):
     expected = F.scaled_dot_product_attention(*leaves, attn_mask=mask)
     (expected * grad_output).sum().backward()
     got = submission.probe(probes.torch_attention_backward, q, k, v, mask, grad_output)
-    assert got["grads"] is not None, "torch_attention's output does not require grad: is the graph cut (numpy, .detach(), .item())?"
+    assert got["grads"] is not None, \
+        "torch_attention's output does not require grad: is the graph cut (numpy, .detach(), .item())?"
     for name, grad, leaf in zip("qkv", got["grads"], leaves):
         assert_close(grad, leaf.grad, what=f"d(loss)/d{name} through torch_attention", tensor=True, **TORCH)
 

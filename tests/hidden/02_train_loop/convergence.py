@@ -64,7 +64,7 @@ def curve_of(result) -> dict:
     points = [(entry.get("step"), entry.get("loss")) for entry in log or [] if isinstance(entry, dict)]
     points = [(step, loss) for step, loss in points if _number(step) and _number(loss)]
     final = result.get("final_eval_loss") if isinstance(result, dict) else None
-    return {"step": [float(s) for s, _ in points], "loss": [float(l) for _, l in points],
+    return {"step": [float(s) for s, _ in points], "loss": [float(loss) for _, loss in points],
             "final_eval_loss": float(final) if _number(final) else None}
 
 

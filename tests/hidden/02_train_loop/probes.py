@@ -7,7 +7,6 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from transformers import AutoConfig, AutoModelForCausalLM
 
-
 # The global generator's state when train() is called: not the run's seed, so a model or a dropout
 # mask drawn without seeding first comes out other than the contract's.
 FOREIGN_SEED = 987654321

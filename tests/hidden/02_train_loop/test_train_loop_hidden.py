@@ -20,11 +20,23 @@ import torch
 import transformers
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, get_cosine_schedule_with_warmup
-from transformers import get_cosine_with_min_lr_schedule_with_warmup
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    LlamaConfig,
+    get_cosine_schedule_with_warmup,
+    get_cosine_with_min_lr_schedule_with_warmup,
+)
 
-from grader.core.checks import (GRADING, ConceptError, assert_close, assert_equal, check_array, learner_file,
-                                 sibling_module)
+from grader.core.checks import (
+    GRADING,
+    ConceptError,
+    assert_close,
+    assert_equal,
+    check_array,
+    learner_file,
+    sibling_module,
+)
 from grader.core.submission import StudentError
 
 probes = sibling_module(__file__, "probes")
@@ -467,11 +479,11 @@ def test_plot_curves_draws_loss_on_log_steps_and_lr(submission, tmp_path):
     axes = seen["axes"]
     assert len(axes) == 2, f"the figure has {len(axes)} axes, expected 2 subplots (loss, learning rate)"
     steps = [float(e["step"]) for e in log]
-    loss_axes = [a for a in axes if any(np.allclose(l["y"], [e["loss"] for e in log]) for l in a["lines"])]
-    lr_axes = [a for a in axes if any(np.allclose(l["y"], [e["lr"] for e in log]) for l in a["lines"])]
+    loss_axes = [a for a in axes if any(np.allclose(line["y"], [e["loss"] for e in log]) for line in a["lines"])]
+    lr_axes = [a for a in axes if any(np.allclose(line["y"], [e["lr"] for e in log]) for line in a["lines"])]
     assert loss_axes and lr_axes, "one subplot must draw the logged loss and the other the logged lr, against step"
-    assert any(l["x"] == steps for l in loss_axes[0]["lines"]), "the loss must be drawn against the step numbers"
-    assert any(l["x"] == steps for l in lr_axes[0]["lines"]), "the learning rate must be drawn against the step numbers"
+    assert any(line["x"] == steps for line in loss_axes[0]["lines"]), "the loss must be drawn against the step numbers"
+    assert any(line["x"] == steps for line in lr_axes[0]["lines"]), "the learning rate must be drawn against the step numbers"
     assert loss_axes[0]["xscale"] == "log", "the loss subplot's step axis must be logarithmic (early steps matter)"
     assert lr_axes[0]["xscale"] == "log", "the learning-rate subplot shares the loss's step axis: logarithmic too"
     assert loss_axes[0]["top"] > lr_axes[0]["top"], "the loss goes above, the learning rate below"
@@ -536,7 +548,8 @@ def test_log_and_run_record(submission, rng, tmp_path):
                            "eval example, batch_size at a time, the last batch possibly smaller")
     record = json.loads(learner_file(result["record"], tmp_path))
     for key in ("run_id", "commit", "config", "data_version", "seed", "environment", "metrics"):
-        assert key in record, f"run.json has no {key!r}: the record is run id, commit, config, data version, seed, environment, metrics"
+        assert key in record, \
+            f"run.json has no {key!r}: the record is run id, commit, config, data version, seed, environment, metrics"
     expected_commit = submission.git_head
     assert record["commit"] == expected_commit, \
         f"run.json says commit {record['commit']!r}; the learner's code is at {expected_commit!r} (null outside git)"
@@ -773,7 +786,7 @@ def test_resume_reproduces_an_uninterrupted_run(submission, rng, tmp_path):
 @pytest.mark.concept("Convergence")
 @pytest.mark.timeout(300)
 def test_from_scratch_run_approaches_the_corpus_floor(submission, tmp_path, artifacts):
-    """from scratch on the corpus, 150 steps: the final model's eval loss, measured by the test, within the stated margin above the source's floor"""
+    """150 steps from scratch on the corpus: the final eval loss, measured by the test, within the stated margin of the floor"""
     cfg, floor = convergence.setup(tmp_path)
     seen = submission.probe(probes.watch_final_model, cfg)
     result = seen["result"]

@@ -28,10 +28,19 @@ from hypothesis import strategies as st
 from safetensors.torch import load as safetensors_load
 from safetensors.torch import load_file
 
-from grader.core.checks import (ADAPTER_BYTES, ADAPTER_CONFIG_BYTES, GRADING, ConceptError, assert_close, assert_equal,
-                                 learner_file, learner_path, lora_adapter_copy, sibling_module)
+from grader.core.checks import (
+    ADAPTER_BYTES,
+    ADAPTER_CONFIG_BYTES,
+    GRADING,
+    ConceptError,
+    assert_close,
+    assert_equal,
+    examples_from_the_seed,  # noqa: F401  (autouse: hypothesis examples from the seed)
+    learner_file,
+    lora_adapter_copy,
+    sibling_module,
+)
 from grader.tasks import DATASETS
-from grader.core.checks import examples_from_the_seed  # noqa: F401  (autouse: hypothesis examples from the seed)
 
 probes = sibling_module(__file__, "probes")
 oracles = sibling_module(__file__, "oracles")
@@ -160,7 +169,7 @@ FRESH_LAYERS = {"wide": (((48, 80), (32, 64), (6, 12), (8, 32)), True, torch.flo
 @pytest.mark.concept(LORA)
 @pytest.mark.parametrize("kind", list(FRESH_LAYERS))
 def test_a_fresh_layer_is_its_base(submission, rng, kind):
-    """a fresh LoRALinear: A and B parameters of the right shape and dtype, B = 0, A Kaiming-uniform, base frozen, output = base"""
+    """a fresh LoRALinear: A and B of the right shape and dtype, B = 0, A Kaiming-uniform, base frozen, output = base"""
     (ins, outs, ranks, alphas), bias, dtype = FRESH_LAYERS[kind]
     n_in = integer(rng, *ins)
     n_out, r, alpha = integer(rng, *outs) if outs else n_in, integer(rng, *ranks), integer(rng, *alphas)
@@ -671,7 +680,8 @@ def test_pack_long_empty_and_unlabelled_examples(submission, rng, rows):
     """an example of exactly two rows, one longer, an empty one, one without labels"""
     seq_len = 1 if rows == "one-token" else integer(rng, 3, 12)
     examples = [{"input_ids": list(range(10, 10 + 2 * seq_len))}, {"input_ids": []},
-                {"input_ids": list(range(110, 110 + 2 * seq_len + 1)), "labels": [-100] + list(range(111, 110 + 2 * seq_len + 1))},
+                {"input_ids": list(range(110, 110 + 2 * seq_len + 1)),
+                 "labels": [-100] + list(range(111, 110 + 2 * seq_len + 1))},
                 {"input_ids": [210, 211], "labels": [210, -100]}, {"input_ids": [310]}]
     _check_packing(examples, seq_len, submission.pack(examples, seq_len))
 

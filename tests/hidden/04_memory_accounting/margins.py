@@ -18,10 +18,10 @@ from pathlib import Path
 COURSE_ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(COURSE_ROOT))
 
-from grader.core.checks import sibling_module       # noqa: E402
-from grader.worker.loading import load_module         # noqa: E402
-from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of   # noqa: E402
-from grader.tasks import task_named                 # noqa: E402
+from grader.core.checks import sibling_module  # noqa: E402
+from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of  # noqa: E402
+from grader.tasks import task_named  # noqa: E402
+from grader.worker.loading import load_module  # noqa: E402
 
 suite = sibling_module(__file__, "test_memory_hidden")
 oracles = suite.oracles
@@ -55,7 +55,7 @@ def modules(task):
 def errors(module, measured):
     """Relative error of the module's estimate on every case (None where it raises)."""
     found = []
-    for (label, config, batch, seq_len, size, checkpointing, _), truth in measured:
+    for (_, config, batch, seq_len, size, checkpointing, _), truth in measured:
         try:
             got = module.activation_bytes(config, batch, seq_len, checkpointing=checkpointing, bytes_per_value=size)
             found.append(got / truth - 1)
@@ -75,7 +75,7 @@ def at_seed(seed, loaded):
             for kind, name, base, found in graded
             if kind == "correct" or found != bases[base]]      # mutants that change activation_bytes
     print(f"\nseed {seed}\n{'case':32s}" + "".join(f"{name[:14]:>15s}" for kind, name, *_ in rows if kind == "correct"))
-    for index, ((label, *_), truth) in enumerate(measured):
+    for index, ((label, *_), _) in enumerate(measured):
         cells = "".join(f"{found[index]:+15.3f}" for kind, _, _, found in rows if kind == "correct")
         print(f"{label:32s}{cells}")
     return rows

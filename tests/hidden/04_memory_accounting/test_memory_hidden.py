@@ -359,7 +359,8 @@ def test_zoo_parameter_counts(submission, rng, name):
     assert counts[name] == expected, (f"course data problem, not yours: the manifest says {counts[name]:,} "
                                       f"parameters for {name}, from_config builds {expected:,}")
     got = submission.param_count(config)
-    assert got == expected, f"param_count({name}.json): expected {expected:,}, got {number(got)} (difference {difference(got, expected)})"
+    assert got == expected, \
+        f"param_count({name}.json): expected {expected:,}, got {number(got)} (difference {difference(got, expected)})"
     config = draws.derived(rng, name)
     expected, got = oracles.param_count(config), submission.param_count(config)
     assert got == expected, (f"param_count({describe(config)}, derived from {name}.json): expected {expected:,}, "
@@ -373,7 +374,8 @@ def test_parameter_counts_of_drawn_dense_configs(submission, rng):
     for config in dense_configs(rng):
         got = submission.param_count(config)
         expected = oracles.param_count(config)
-        assert got == expected, f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+        assert got == expected, \
+            f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
 
 
 @pytest.mark.points(2)
@@ -383,7 +385,8 @@ def test_parameter_counts_of_drawn_mixture_of_experts(submission, rng):
     for config in mixture_configs(rng):
         got = submission.param_count(config)
         expected = oracles.param_count(config)
-        assert got == expected, f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+        assert got == expected, \
+            f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
 
 
 @pytest.mark.points(1)
@@ -393,7 +396,8 @@ def test_parameter_counts_of_gpt2_variants(submission, rng):
     for config in gpt2_variants(rng):
         expected = oracles.param_count(config)
         got = submission.param_count(config)
-        assert got == expected, f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+        assert got == expected, \
+            f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
 
 
 @pytest.mark.points(1)
@@ -427,12 +431,14 @@ def test_lora_named_targets(submission, rng):
         targets, r = draws.some_names(rng, config), draws.choice(rng, draws.RANKS)
         expected = oracles.lora_count(config, r, targets)
         got = submission.lora_param_count(config, r, targets)
-        assert got == expected, f"lora_param_count({describe(config)}, r={r}, {targets}): expected {expected:,}, got {number(got)}"
+        assert got == expected, \
+            f"lora_param_count({describe(config)}, r={r}, {targets}): expected {expected:,}, got {number(got)}"
     config, r = draws.gpt2(rng, layers=(2, 4)), draws.choice(rng, draws.RANKS)
     for targets in ("all-linear", ["c_attn"], ["c_proj"], ["c_fc", "c_proj"]):   # gpt2's two c_proj share a name
         expected = oracles.lora_count(config, r, targets)
         got = submission.lora_param_count(config, r, targets)
-        assert got == expected, f"lora_param_count({describe(config)}, r={r}, {targets!r}): expected {expected:,}, got {number(got)}"
+        assert got == expected, \
+            f"lora_param_count({describe(config)}, r={r}, {targets!r}): expected {expected:,}, got {number(got)}"
 
 
 @pytest.mark.points(1)
@@ -444,7 +450,8 @@ def test_lora_counts_match_peft(submission, rng):
         targets = targets or draws.some_names(rng, config)
         expected = oracles.peft_lora_count(config, r, targets)
         got = submission.lora_param_count(config, r, targets)
-        assert got == expected, f"lora_param_count({describe(config)}, r={r}, {targets!r}): peft trains {expected:,}, got {number(got)}"
+        assert got == expected, \
+            f"lora_param_count({describe(config)}, r={r}, {targets!r}): peft trains {expected:,}, got {number(got)}"
     r = draws.choice(rng, draws.RANKS)
     expected = oracles.lora_count(zoo(LLAMA_8B), r)
     got = submission.lora_param_count(zoo(LLAMA_8B), r)
@@ -926,7 +933,7 @@ def test_activations_of_full_size_models(submission, seed):
 @pytest.mark.points(1)
 @pytest.mark.concept("Activations")
 def test_activations_grow_with_the_square_of_the_sequence(submission, seed, rng):
-    """Llama-3-8B's activations grow faster than its sequence (x9.5 from 1024 to 4096 tokens): eager attention keeps seq^2 scores"""
+    """Llama-3-8B activations grow faster than the sequence (x9.5 from 1024 to 4096 tokens): eager attention keeps seq^2 scores"""
     config = zoo(LLAMA_8B)
     _, batch, longer = full_size_shapes(seed)[0]            # measured once per run for the test above
     lengths = (draws.integer(rng, 512, longer // 4), longer)

@@ -248,7 +248,7 @@ def optimizer_launching_per_parameter(rng):
         events.append(_event("user_annotation", "Optimizer.step#SGD.step", optimizer_start,
                              optimizer_end - optimizer_start))
         device = start + 40.0
-        for piece in range(8):                           # forward and backward GEMMs, back to back
+        for _ in range(8):                               # forward and backward GEMMs, back to back
             events.append(_event("kernel", "sm90_xmma_gemm_bf16bf16", device, gemm_us / 8, DEVICE_PID, COMPUTE_STREAM))
             device += gemm_us / 8
         for param in range(params):                      # launched one by one from the host

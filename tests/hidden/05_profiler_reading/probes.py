@@ -143,7 +143,7 @@ def simulated_cuda(device):
     try:
         yield
     finally:
-        for (owner, name), value in patches.items():
+        for owner, name in patches:
             if (owner, name) in originals:
                 setattr(owner, name, originals[(owner, name)])
             else:

@@ -35,9 +35,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.core.checks import GRADING, ConceptError, sibling_module
+from grader.core.checks import (
+    GRADING,
+    ConceptError,
+    examples_from_the_seed,  # noqa: F401  (autouse: hypothesis examples from the seed)
+    sibling_module,
+)
 from grader.tasks import DATASETS
-from grader.core.checks import examples_from_the_seed  # noqa: F401  (autouse: hypothesis examples from the seed)
 
 probes = sibling_module(__file__, "probes")
 scenarios = sibling_module(__file__, "scenarios")

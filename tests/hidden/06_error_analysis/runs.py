@@ -139,7 +139,8 @@ def planted_run(folder, rng, cells, surfaces=("plain", "spaces"), missing=0.1, n
     paths = write_runs(folder, rng, table, pred_new, pred_base, wide)
     known = truth(table, pred_new, pred_base, normalize)
     undone = all(set(SURFACES[s]) <= set(normalize) for s in surfaces)
-    assert not undone or ((known["correct"] == known["right_new"]).all() and (known["correct_base"] == known["right_base"]).all()), \
+    planted = (known["correct"] == known["right_new"]).all() and (known["correct_base"] == known["right_base"]).all()
+    assert not undone or planted, \
         "the generated answers do not show the planted outcomes"
     return paths, known
 

@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from grader.core.checks import learner_file, learner_path, sibling_module
-from grader.worker.loading import load_module
 from grader.core.plot_reading import FigureUnreadable, read_figure
 from grader.tasks import EXERCISES
+from grader.worker.loading import load_module
 
 runs = sibling_module(__file__, "runs")
 structure = sibling_module(__file__, "structure")
@@ -524,7 +524,8 @@ def test_bootstrap_follows_the_recipe(submission, rng, tmp_path):
     for where in filters:
         if not bootstrap_oracle(known, where, 1, 0.05, 0)["n"]:
             continue
-        n_resamples, alpha, seed = int(rng.integers(300, 2000)), float(rng.choice([0.05, 0.1, 0.2])), int(rng.integers(0, 10 ** 6))
+        n_resamples, alpha = int(rng.integers(300, 2000)), float(rng.choice([0.05, 0.1, 0.2]))
+        seed = int(rng.integers(0, 10 ** 6))
         got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, where or None, n_resamples=n_resamples,
                    alpha=alpha, seed=seed)
         check_bootstrap(got, bootstrap_oracle(known, where, n_resamples, alpha, seed),
@@ -619,8 +620,8 @@ def drawn_logs(folder, rng, seeds):
     for seed, curve in enumerate(losses):
         path = folder / f"seed{seed}" / "log.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [{"step": int(s), "loss": float(l), "lr": 1e-3 * min(1.0, s / 20), "grad_norm": float(1 + l / 10),
-                  "tokens": 512} for s, l in zip(steps, curve)]
+        lines = [{"step": int(s), "loss": float(loss), "lr": 1e-3 * min(1.0, s / 20), "grad_norm": float(1 + loss / 10),
+                  "tokens": 512} for s, loss in zip(steps, curve)]
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
         paths.append(str(path))
     return paths, steps, losses

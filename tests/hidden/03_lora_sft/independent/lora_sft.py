@@ -97,7 +97,7 @@ def add_lora(model, r, alpha, target_modules="all-linear", dropout=0.0):
 
     # modules already inside a LoRALinear (its base) are never wrapped again
     inside = set()
-    for name, module in model.named_modules():
+    for module in model.modules():
         if isinstance(module, LoRALinear):
             inside.update(id(m) for m in module.modules())
     targets = [(name, module) for name, module in model.named_modules()

@@ -7,7 +7,6 @@ Run the visible tests with:  pytest exercises/05_profiler_reading
 """
 import re
 
-
 # Names the profiler gives its own regions, and the regions a scenario declares itself.
 PHASES = {
     "data_loading": re.compile(r"^enumerate\(DataLoader\)"),    # DataLoader.__next__
@@ -103,7 +102,7 @@ def breakdown(table, categories, by="self_cpu_us"):
     for row in table:
         if row.get("device_type", "cpu") != "cpu":
             continue
-        for label, patterns in compiled.items():
+        for label, patterns in compiled.items():     # noqa: B007 (the label found is read after the loop)
             if any(pattern.search(row["name"]) for pattern in patterns):
                 break
         else:
