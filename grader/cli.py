@@ -199,10 +199,11 @@ def _batch_options(grade) -> None:
                        help="job scripts and logs, on the shared file system (default: OUT_DIR/.slurm)")
 
 
-def _executor(args, out_dir: Path):
+def _executor(args, out_dir: Path | None):
     from grader.running.executors import LocalExecutor
     if args.executor == "local":
         return LocalExecutor(args.jobs)
+    assert out_dir is not None, "the caller refuses --executor slurm without --out-dir"
     from grader.running.slurm import SlurmExecutor, SlurmOptions
     return SlurmExecutor(SlurmOptions(
         folder=(args.slurm_folder or out_dir / ".slurm").absolute(), partition=args.partition,
@@ -218,19 +219,17 @@ def _report_outputs(command, one_submission: bool = False) -> None:
 
 
 def _check(args, tasks, console) -> int:
-    github = None
+    from grader.reports import github
     extra = ["--long"] if args.long else []
-    if args.format == "github":
-        from grader.reports import github
     # Under Actions, everything before the annotations may carry learner text: shown, never run.
-    with github.commands_stopped() if github else contextlib.nullcontext():
+    with github.commands_stopped() if args.format == "github" else contextlib.nullcontext():
         report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0, extra_args=extra), stream=True)
         print_report(report, console, first_hint_only=True)
         _write_outputs(report, args)
         if args.impl.resolve() == EXERCISES.resolve():        # the learner's own checkout: remembered
             from grader.learning.loop import record_and_offer_hints
             record_and_offer_hints(report, "check", console)
-    if github:
+    if args.format == "github":
         github.publish(report)
     if not report.complete:
         return INCOMPLETE
@@ -317,7 +316,7 @@ def _grade(args, tasks, console) -> int:
                               limit_s=args.submission_timeout, shard=shard, executor=_executor(args, out_dir),
                               on_plan=progress.planned, on_done=lambda entry: progress.finished(entry.report),
                               on_poll=progress.queue)
-    reports = [e.report for e in entries]
+    reports = [entry.graded for entry in entries]
     if len(reports) == 1:
         unwritten = _write_outputs(reports[0], args)      # first: the files are what a platform reads
         print_report(reports[0], console)

@@ -118,7 +118,7 @@ def test_junit_xml_reports_an_incomplete_grading_as_an_error(report):
 # ---------------------------------------------------------------- GitHub Actions
 
 def test_github_annotations_point_at_the_learners_lines(report, tmp_path):
-    lines = github.annotations(report, tmp_path)
+    lines = github.workflow_commands(report, tmp_path)
     assert len(lines) == 5 and all(line.startswith("::error ") for line in lines)
     first = lines[0]
     assert "file=exercises/01_einsum_attention/attention.py,line=19" in first
@@ -134,7 +134,7 @@ def test_github_annotations_point_at_the_learners_lines(report, tmp_path):
 def test_github_keeps_to_ten_error_annotations_and_summarises_the_rest(report, tmp_path):
     task = report.tasks[0]
     task.tests += [result(task.task, f"extra_{i}", "failed", feedback=f"extra {i}") for i in range(10)]
-    lines = github.annotations(report, tmp_path)
+    lines = github.workflow_commands(report, tmp_path)
     lost = sum(t.lost for t in report.tests())
     assert lost == 15 and len(lines) == github.MAX_ERRORS
     assert lines[-1].startswith("::error title=6 more test(s) to fix::6 more lost test(s)")

@@ -12,12 +12,18 @@ import os
 import pickle
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from grader.core.intake import Unreadable, read_inside, resolved_inside
 from grader.worker.loading import sibling_module  # noqa: F401  (the suites' import)
+
+if TYPE_CHECKING:
+    from hypothesis import settings
+
+    GRADING: settings       # built by __getattr__ on first use
 
 
 def __getattr__(name: str):

@@ -42,7 +42,7 @@ def read_inside(root: Path, path: Path, limit: int) -> bytes:
     try:
         fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise Unreadable("unreadable", reason=exc.strerror) from None
+        raise Unreadable("unreadable", reason=exc.strerror or str(exc)) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

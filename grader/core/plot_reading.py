@@ -69,6 +69,13 @@ class Axis:
     scale: Scale | None
     problem: str = ""                        # why there is no scale
 
+    @property
+    def readable(self) -> Scale:
+        """The scale, for a caller that has checked there is one (a test asserts it first)."""
+        if self.scale is None:
+            raise FigureUnreadable(self.problem or "the axis has no readable scale")
+        return self.scale
+
 
 @dataclass
 class Axes:
@@ -80,10 +87,10 @@ class Axes:
 
     def data(self, pixels: np.ndarray) -> np.ndarray:
         """Pixel vertices as (x, y) data points, through both axes' scales."""
-        return np.column_stack([self.x.scale.to_data(pixels[:, 0]), self.y.scale.to_data(pixels[:, 1])])
+        return np.column_stack([self.x.readable.to_data(pixels[:, 0]), self.y.readable.to_data(pixels[:, 1])])
 
     def pixels(self, x, y) -> np.ndarray:
-        return np.column_stack([self.x.scale.to_pixel(x), self.y.scale.to_pixel(y)])
+        return np.column_stack([self.x.readable.to_pixel(x), self.y.readable.to_pixel(y)])
 
     def lines_following(self, x, y, tolerance_px: float = HALF_PIXEL) -> list[int]:
         """The indices of the lines that draw the curve through the points (x, y), in order of x."""
@@ -93,8 +100,8 @@ class Axes:
     def band_miss(self, x, low, high) -> tuple[float, float] | None:
         """How far the best-fitting shaded polygon is from spanning [low, high] at each x: the
         largest miss in pixels and the x where it is; None when nothing is shaded."""
-        x_pixels = self.x.scale.to_pixel(x)
-        edges = np.sort(np.column_stack([self.y.scale.to_pixel(low), self.y.scale.to_pixel(high)]), axis=1)
+        x_pixels = self.x.readable.to_pixel(x)
+        edges = np.sort(np.column_stack([self.y.readable.to_pixel(low), self.y.readable.to_pixel(high)]), axis=1)
         best = None
         for polygon in self.fills:
             misses = []
@@ -119,7 +126,7 @@ def read_figure(data: bytes) -> list[Axes]:
         raise FigureUnreadable(f"the file is not well-formed XML ({exc})") from None
     if root.tag != f"{SVG}svg":
         raise FigureUnreadable(f"the document's root is <{root.tag}>, not an SVG <svg>")
-    defined = {path.get("id"): path.get("d", "") for path in root.iter(f"{SVG}path") if path.get("id")}
+    defined = {path.get("id") or "": path.get("d", "") for path in root.iter(f"{SVG}path") if path.get("id")}
     axes = [_axes(group, defined) for group in root.iter(f"{SVG}g") if re.fullmatch(r"axes_\d+", group.get("id") or "")]
     if not axes:
         raise FigureUnreadable("the SVG holds no matplotlib Axes (no group axes_N): was it saved by matplotlib?")
@@ -127,7 +134,8 @@ def read_figure(data: bytes) -> list[Axes]:
 
 
 def _axes(group, defined: dict[str, str]) -> Axes:
-    marks = {"x": [], "y": []}            # (pixel, value or None) of every tick mark, labelled or not
+    # (pixel, value or None, written as 10^k) of every tick mark, labelled or not
+    marks: dict[str, list[tuple[float, float | None, bool]]] = {"x": [], "y": []}
     text_as_paths = {"x": False, "y": False}
     for tick in group.iter(f"{SVG}g"):
         match = re.fullmatch(r"([xy])tick_\d+", tick.get("id") or "")
@@ -139,7 +147,7 @@ def _axes(group, defined: dict[str, str]) -> Axes:
             text_as_paths[axis] |= _draws_text_as_paths(tick)
         if pixel is not None:
             marks[axis].append((pixel, None if label is None else parse_number(label), "10^" in (label or "")))
-    axes = Axes(group.get("id"), *(_axis(marks[a], a, text_as_paths[a]) for a in ("x", "y")))
+    axes = Axes(group.get("id") or "", _axis(marks["x"], "x", text_as_paths["x"]), _axis(marks["y"], "y", text_as_paths["y"]))
     for child in group:
         child_id = child.get("id") or ""
         if child.tag != f"{SVG}g":
@@ -164,7 +172,7 @@ def _axis(marks, name: str, text_as_paths: bool) -> Axis:
     three powers of ten labels only two), the unlabelled ticks decide: on a log axis they sit at
     2, 3, ..., 9 times a power of ten, on a linear one at even spacing. With two ticks in all,
     the labels' notation does: `10^k` and `m×10^k` are a log formatter's."""
-    distinct = {}
+    distinct: dict[float, float] = {}
     for pixel, value, _ in marks:
         if value is not None:
             distinct.setdefault(value, pixel)

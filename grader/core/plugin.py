@@ -30,7 +30,7 @@ from grader.core.outcome import (
     truncate,
     with_concept,
 )
-from grader.core.submission import BACKENDS, BackendContext, CourseFault, StudentError, Submission
+from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
 from grader.reports.record import git_commit, new_run_id, run_record
 from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
@@ -110,7 +110,7 @@ class GradingSession:
         self.problems: list[str] = []
         self._course_faults: set[str] = set()      # each recorded once, not once per test it failed
         self.stopped_early: str | None = None
-        self._backends: dict[str, object] = {}
+        self._backends: dict[str, Backend] = {}
         self._logs = config.getoption("worker_logs")
         self._tmp_logs = None
         self._course_commit: str | None = None
@@ -151,7 +151,7 @@ class GradingSession:
         """Every test the session will run, so that a report written before they run lists them
         (as not graded yet): a grading process that dies leaves that report, not nothing."""
         for item in items:
-            task = task_of_path(item.path)
+            task = _task_of(item)
             self.expected[item.nodeid] = replace(_new_result(item, task), status="error", feedback=NOT_RUN)
             self._expected_tasks.setdefault(task.name, task)
         path = self.config.getoption("score_report")
@@ -170,7 +170,7 @@ class GradingSession:
     # ------------------------------------------------------------ results
 
     def observe(self, item, when: str, report, excinfo) -> None:
-        task = task_of_path(item.path)
+        task = _task_of(item)
         result = self.results.get(item.nodeid)
         if result is None:
             self.tasks.setdefault(task.name, task)
@@ -296,6 +296,13 @@ def _in_task(item) -> bool:
     return task_of_path(item.path) is not None
 
 
+def _task_of(item) -> Task:
+    """The task of a test the session grades (one `_in_task` let through)."""
+    task = task_of_path(item.path)
+    assert task is not None, f"{item.nodeid} is not in a task's folder"
+    return task
+
+
 def _learner_location(item, excinfo) -> dict | None:
     """The learner's line a failure points at: the deepest frame of their file when their code
     raised, else the `def` of the last function of theirs the test called (whose result was
@@ -331,7 +338,7 @@ class ReportHooks:
     def pytest_collection_modifyitems(self, items):
         for item in items:
             if _in_task(item):
-                _new_result(item, task_of_path(item.path))   # fail fast on a test without points
+                _new_result(item, _task_of(item))   # fail fast on a test without points
 
     def pytest_collection_finish(self, session):
         self.grading.expect([item for item in session.items if _in_task(item)])

@@ -103,7 +103,7 @@ class Limits:
         for f in fields(cls):
             raw = environ.get(f"GRADER_LIMIT_{f.name.upper()}")
             if raw is not None:
-                kind = type(f.default)
+                kind: type = type(f.default)
                 try:
                     values[f.name] = kind(raw)
                 except ValueError:
@@ -235,7 +235,10 @@ class Jail:
         host's copy of bwrap, so that /proc's link to its executable would lead a learner to a
         file on a writable mount of the host (a chmod 000 there disables the sandbox for every
         later grading). What does run inside was started through the read-only binds."""
-        bwrap = [bwrap_binary(), "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+        binary = bwrap_binary()
+        if binary is None:      # the level was chosen where bwrap ran: as if its executable were missing
+            raise FileNotFoundError("bwrap is not installed")
+        bwrap = [binary, "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
                  "--gid", str(SANDBOX_UID), "--hostname", "grader", "--as-pid-1", "--die-with-parent", "--new-session",
                  "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
                  *argv]
@@ -282,8 +285,8 @@ class Jail:
         args += _ro_binds(python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), f"{RUNTIME_DIR}/grader"]
         args += _ro_binds([DATASETS, *self.probe_files])
-        for directory in self.writable_dirs:
-            args += ["--bind", str(directory), str(directory)]
+        for writable in self.writable_dirs:
+            args += ["--bind", str(writable), str(writable)]
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
         if self.git_dir is not None:        # the submission's own history: its code may record its commit
             args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]

@@ -17,6 +17,8 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Protocol
 
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
@@ -78,6 +80,26 @@ class BackendContext:
     spec: WorkerSpec
 
 
+class Backend(Protocol):
+    """What the plugin asks of a backend: the learner's module run in-process or in workers."""
+    kind: str
+    module_path: Path
+    module_bytes: bytes | None          # what is graded, once read (None: the import reads the file itself)
+
+    def __init__(self, module_path: Path, context: BackendContext): ...
+    def launch(self) -> None: ...
+    @property
+    def git_head(self) -> str | None: ...
+    def start(self, deadline: float) -> None: ...
+    def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness=None): ...
+    def learner_traceback(self) -> TracebackType | None: ...
+    def probe_failure(self, name: str, file: str, error: dict) -> SubmissionFailure: ...
+    def output_mark(self) -> int: ...
+    def output_since(self, mark: int) -> str: ...
+    def discard_worker(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class InProcessBackend:
     """Imports the learner's module into the test process: fast, for a learner's own runs."""
 
@@ -85,8 +107,8 @@ class InProcessBackend:
 
     def __init__(self, module_path: Path, context: BackendContext | None = None):   # needs no context
         self.module_path = Path(module_path)
-        self.module_bytes = None        # the import reads the file itself
-        self._module = None
+        self.module_bytes: bytes | None = None        # the import reads the file itself
+        self._module: ModuleType | None = None
         self._raised: list[BaseException] = []
 
     def launch(self) -> None:
@@ -175,6 +197,12 @@ class WorkerBackend:
             self._host = WorkerHost(self.module_path, self.module_bytes, self.context.spec, self.output,
                                     git_dir=self._submission_git_dir())
 
+    @property
+    def host(self) -> WorkerHost:
+        """The zygote's host, once `launch` has made it (every use comes after `start`'s launch)."""
+        assert self._host is not None, "used before launch()"
+        return self._host
+
     def _submission_git_dir(self) -> Path | None:
         """The submission's own repository, which a sandboxed worker may see (never the course's)."""
         git_dir = find_git_dir(self.module_path.parent, stop_at=self.context.submission_root, follow_files=False)
@@ -208,18 +236,18 @@ class WorkerBackend:
             raise StudentImportError(self._import_error)
         if self._startup_failure is not None:
             raise self._startup_failure_again()
-        self._host.grant_writable()
+        self.host.grant_writable()
         if self._importing is None or self._importing.host is not self._host:     # none, or its host was replaced
-            self._importing, self._import_spent_s = self._host.spawn(), 0.0
+            self._importing, self._import_spent_s = self.host.spawn(), 0.0
         else:
-            self._host.resume()
+            self.host.resume()
         worker, waited_from = self._importing, time.monotonic()
         import_ends = waited_from + STARTUP_LIMIT_S - self._import_spent_s
         try:
             header, _ = worker.receive(min(deadline, import_ends))
         except (wire.ChannelTimeout, wire.ChannelClosed, wire.WireError, ScratchFull) as exc:
             self._import_spent_s += time.monotonic() - waited_from
-            if isinstance(exc, wire.ChannelTimeout) and time.monotonic() < import_ends and self._host.pause():
+            if isinstance(exc, wire.ChannelTimeout) and time.monotonic() < import_ends and self.host.pause():
                 # the test ran out of time, not the import: the next test waits on for it
                 raise CallTimeout(f"{self.module_path.name} did not finish importing within the test's time "
                                   f"limit ({self._import_spent_s:.0f} s of its {STARTUP_LIMIT_S:g} s so far)") from None
@@ -234,7 +262,7 @@ class WorkerBackend:
             self._import_error = str(header.get("error") or "import failed")
             raise StudentImportError(self._import_error)
         self.startup_seconds.append(self._import_spent_s + time.monotonic() - waited_from)
-        if not self._host.pause():           # learner code runs only while a call is in flight
+        if not self.host.pause():           # learner code runs only while a call is in flight
             raise WorkerCrashed(f"the process that imported {self.module_path.name} could not be paused between "
                                 "calls, and was ended")
         self._worker = worker
@@ -248,20 +276,22 @@ class WorkerBackend:
             return WorkerCrashed(f"the process importing {name} was stopped: {exc}")
         if isinstance(exc, wire.WireError):      # it is alive, but what it sent is not the protocol
             return WorkerCrashed(f"the process importing {name} sent a broken message ({exc})")
-        if not self._host.started_up():
-            if self._host.memory_exceeded():
-                return CourseFault(f"the grading worker ran {OUT_OF_MEMORY} (limit {self._host.limits.memory_mb} MB) "
+        if not self.host.started_up():
+            if self.host.memory_exceeded():
+                return CourseFault(f"the grading worker ran {OUT_OF_MEMORY} (limit {self.host.limits.memory_mb} MB) "
                                    f"while importing the task's libraries, before {name} was imported: this machine "
                                    "or container is too small for this task (README: \"Memory, and the sizes the "
                                    "platforms give\")")
-            how = self._host.exit_description(wait_s=1.0)          # ended first, so all it printed is read
+            how = self.host.exit_description(wait_s=1.0)          # ended first, so all it printed is read
             printed = self.output.since(self._host_output_mark).strip()[-2000:] or "nothing"
             return CourseFault(f"the grading worker could not start (it ended: {how}), before {name} was "
                                f"imported; it printed: {printed}")
         return WorkerCrashed(f"the process importing {name} died: {worker.exit_description()}")
 
     def _startup_failure_again(self) -> SubmissionFailure:
-        return type(self._startup_failure)(*self._startup_failure.args)
+        failure = self._startup_failure
+        assert failure is not None
+        return type(failure)(*failure.args)
 
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness=None):
         with self._clearing_strays(f"{name}()"):
@@ -284,8 +314,9 @@ class WorkerBackend:
                                 f"(removed: {shown}): the tests read and write only inside those folders")
 
     def _call(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness):
-        self._host.grant_writable()
-        self._host.resume()
+        self.host.grant_writable()
+        self.host.resume()
+        assert self._worker is not None, "a call comes after start()"
         try:
             reply = self._worker.request(header, blobs, deadline, witness)
         except wire.ChannelTimeout:
@@ -303,15 +334,16 @@ class WorkerBackend:
         except BaseException:
             self._stop(wait_s=0)    # interrupted mid-call: the worker's state is unknown
             raise
-        if not self._host.pause():
+        if not self.host.pause():
             self._worker = None     # it could not be stopped, so it was killed: the next call starts afresh
         return reply
 
     def probe_failure(self, name: str, file: str, error: dict) -> SubmissionFailure:
         """A probe that did not run. The course's fault only if it did not load in the zygote too,
         before any learner code ran; else the learner's code replaced or broke it (or claims so)."""
-        started = self._host is not None and self._host.started_up()      # reads the zygote's first word
-        course_error = self._host.probe_errors.get(file) if started else None
+        host = self._host
+        started = host is not None and host.started_up()      # reads the zygote's first word
+        course_error = host.probe_errors.get(file) if host is not None and started else None
         if course_error is not None:
             return CourseFault(f"the course's probe {name} could not load in the grading worker: {course_error}")
         return StudentError(name, plain_error(self.module_path, "ProbeError",
@@ -349,7 +381,7 @@ class WorkerBackend:
             self._host = None
 
 
-BACKENDS = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}
+BACKENDS: dict[str, type[Backend]] = {backend.kind: backend for backend in (InProcessBackend, WorkerBackend)}
 
 
 def call(backend, target: dict, arguments: tuple, deadline: float, witness=None):

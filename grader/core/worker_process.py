@@ -412,7 +412,7 @@ def _argv(module_path: Path, control_fd: int, rlimits: dict, preload: list[str],
 def _imported_libraries(module_bytes: bytes, probe_files) -> set[str]:
     """The top-level packages the learner's module and the probes import, which the zygote
     imports ahead (it keeps only those on its allow-list)."""
-    names = set()
+    names: set[str] = set()
     sources = [module_bytes, *(Path(p).read_bytes() for p in probe_files)]
     for source in sources:
         try:

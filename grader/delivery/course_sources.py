@@ -64,14 +64,14 @@ def module_cells(stub_source: str, solution_source: str) -> ModuleCells:
 
     helpers, previous_end = [], 0
     api = {n.name for n in stub_api}
-    for index, node in enumerate(solution.body):
-        chunk = solution_lines[previous_end:node.end_lineno]      # with the comments above it
-        previous_end = node.end_lineno
-        if index == 0 and _is_docstring(node):
+    for index, statement in enumerate(solution.body):
+        chunk = solution_lines[previous_end:_last_line(statement)]      # with the comments above it
+        previous_end = _last_line(statement)
+        if index == 0 and _is_docstring(statement):
             continue
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
             raise BuildError("the solution imports from __future__; the stub must carry that line")
-        if getattr(node, "name", None) in api or ast.dump(node) in header_dumps:
+        if getattr(statement, "name", None) in api or ast.dump(statement) in header_dumps:
             continue
         helpers.append("\n".join(chunk))
     header = "\n".join(stub_lines[:first - 1]).strip("\n")
@@ -134,6 +134,10 @@ def _first_line(node) -> int:
     return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
 
 
+def _last_line(node: ast.stmt) -> int:
+    return node.end_lineno or node.lineno      # always set on a parsed tree; typed as optional
+
+
 def _is_docstring(node) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
@@ -156,7 +160,8 @@ def visible_test_parts(path: Path, functions: list[str]) -> tuple[str, dict[str,
     text = path.read_text(encoding="utf-8")
     lines, tree = text.splitlines(), ast.parse(text)
     nodes = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    sources, removed = {}, set()
+    sources: dict[str, str] = {}
+    removed: set[int] = set()
     for name in functions:
         node = nodes.get(name)
         if node is None:
@@ -165,10 +170,10 @@ def visible_test_parts(path: Path, functions: list[str]) -> tuple[str, dict[str,
         if unknown:
             raise BuildError(f"{path.name}: {name} asks for fixtures {unknown}; a notebook provides {list(FIXTURES)}")
         start = _first_line(node)
-        sources[name] = "\n".join(lines[start - 1:node.end_lineno])
-        removed.update(range(start, node.end_lineno + 1))
+        sources[name] = "\n".join(lines[start - 1:_last_line(node)])
+        removed.update(range(start, _last_line(node) + 1))
     if tree.body and _is_docstring(tree.body[0]):
-        removed.update(range(tree.body[0].lineno, tree.body[0].end_lineno + 1))
+        removed.update(range(tree.body[0].lineno, _last_line(tree.body[0]) + 1))
     helpers = "\n".join(line for number, line in enumerate(lines, 1) if number not in removed)
     return re.sub(r"\n{3,}", "\n\n\n", helpers).strip("\n"), sources
 
@@ -178,7 +183,9 @@ def visible_test_parts(path: Path, functions: list[str]) -> tuple[str, dict[str,
 def readme_parts(text: str) -> tuple[str, list[tuple[str, str]]]:
     """The introduction (title and text before the first `## ` heading) and each section as
     (heading, Markdown with its heading); headings inside code fences do not count."""
-    intro, sections, fenced = [], [], False
+    intro: list[str] = []
+    sections: list[tuple[str, list[str]]] = []
+    fenced = False
     current = intro
     for line in text.splitlines():
         if line.lstrip().startswith("```"):

@@ -25,6 +25,7 @@ The security context is the isolation level's (`grader.core.isolation`), asked f
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from grader.running import budgets
 
@@ -39,7 +40,7 @@ INCOMPLETE_EXIT, USAGE_EXIT = 3, 2     # grader grade's exit statuses (grader.cl
 
 def indexed_job(*, name: str, image: str, shards: int, claim: str, parallelism: int | None = None,
                 submissions_path: str = "submissions", out_path: str = "grading", level: str = "sandbox",
-                jobs: int = 1, tasks: list[str] = (), gpus: int = 0, course_root: str = "/course",
+                jobs: int = 1, tasks: Sequence[str] = (), gpus: int = 0, course_root: str = "/course",
                 secret: str | None = None) -> dict:
     """The Job as a dict, ready to be written as YAML. `submissions_path` and `out_path` are
     folders inside the claim; `secret` names a Kubernetes Secret whose key SECRET_KEY holds the

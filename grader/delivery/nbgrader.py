@@ -234,7 +234,7 @@ def _markdown(text: str) -> dict:
 
 
 def _code(source: str, nbgrader: dict | None, read_only: bool = False, cell_id: str | None = None) -> dict:
-    metadata = {"nbgrader": nbgrader} if nbgrader else {}
+    metadata: dict[str, object] = {"nbgrader": nbgrader} if nbgrader else {}
     if read_only:
         metadata.update(editable=False, deletable=False)
     return {"cell_type": "code", "id": cell_id or (nbgrader or {}).get("grade_id"), "metadata": metadata,

@@ -194,7 +194,8 @@ def _test_cell_concepts(notebook: dict) -> list[str]:
             continue
         concepts += [node.args[1].value for node in ast.walk(tree)
                      if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ConceptCell"
-                     and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)]
+                     and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                     and isinstance(node.args[1].value, str)]
     return concepts
 
 
@@ -270,7 +271,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
         except KeyboardInterrupt:
             raise
         except pytest.skip.Exception as exc:
-            result.status, result.feedback, result.graded = "skipped", exc.msg, exc.msg != GPU_SKIP_REASON
+            result.status, result.feedback, result.graded = "skipped", exc.msg or "", exc.msg != GPU_SKIP_REASON
         except BaseException as exc:       # learner code may raise anything, SystemExit included
             result.status, feedback, result.graded = exception_outcome("call", exc, hidden=False)
             if isinstance(exc, NameError):  # the test's own code: learner code's errors come wrapped

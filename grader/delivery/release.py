@@ -106,7 +106,7 @@ def _readme_title(task: Task, lang: str) -> str:
 
 def datasets_named(tasks: list[Task]) -> list[str]:
     """The entries of datasets/ that the tasks' READMEs, stubs and visible tests name."""
-    named = set()
+    named: set[str] = set()
     for task in tasks:
         for path in sorted(task.exercise_dir.iterdir()):
             if path.suffix in (".md", ".py"):
@@ -143,7 +143,8 @@ def released_manifest(manifest: dict, entries: list[str]) -> dict:
 def _datasets_readme(entries: list[str]) -> str:
     """An introduction, then the course's README sections about the shipped entries (a section
     is about an entry when its heading starts with `<entry>/`)."""
-    sections, current = [], None
+    sections: list[list[str]] = []
+    current: list[str] | None = None
     for line in (DATASETS / "README.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             first_word = line[3:].split(" ", 1)[0]

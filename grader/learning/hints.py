@@ -106,7 +106,7 @@ def concept_to_work_on(task: Task, lang: str = "en") -> str | None:
     # in the order the tests check them, as the offered hints and the first failing test go
     failing = [n for n in seen if n in names and seen[n].status != progress.PASSED]
     untried = [n for n in names if n not in seen]
-    return (failing or untried or [None])[0]
+    return next(iter(failing or untried), None)
 
 
 def next_hint(task: Task, concept: str, lang: str) -> Hint | None:

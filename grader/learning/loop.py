@@ -58,9 +58,9 @@ def progress_table() -> Table:
     """One row per exercise: concepts passed of those checked, points of the last run, hints seen, runs."""
     by_task = progress.load()
     table = Table(title="Your progress (visible tests: practice, not a grade)", title_justify="left")
-    for column, justify in (("exercise", "left"), ("concepts", "right"), ("points", "right"),
-                            ("hints", "right"), ("runs", "right"), ("last run", "left")):
-        table.add_column(column, justify=justify, no_wrap=column == "exercise")
+    for column in ("exercise", "concepts", "points", "hints", "runs", "last run"):
+        table.add_column(column, justify="left" if column in ("exercise", "last run") else "right",
+                         no_wrap=column == "exercise")
     totals = [0, 0, 0.0, 0.0, 0]
     for task in all_tasks():
         entry = by_task.get(task.name)

@@ -72,6 +72,8 @@ def progress_path() -> Path | None:
 def load(path: Path | None = None) -> dict[str, TaskProgress]:
     """Every exercise's progress; an unreadable or missing file is a fresh start, never an error."""
     path = path or progress_path()
+    if path is None:
+        return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         tasks = data["tasks"] if data.get("format") == FORMAT else {}

@@ -3,7 +3,7 @@ learner's own line, and a hint. Learner text (feedback, code, printed output) is
 never read as rich markup."""
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -60,7 +60,7 @@ def hint_text(task_name: str, hint: Hint) -> Text:
 
 def check_screen(report: ScoreReport, task_name: str, header: Text, hint: Hint | None, footer: str) -> Group:
     """The whole screen after one check."""
-    parts = [header]
+    parts: list[RenderableType] = [header]
     task = report.task(task_name)
     if task is not None and task.tests:
         parts.append(concept_table(task))

@@ -118,7 +118,7 @@ class ChildReporter:
 
     def __init__(self, pipe):
         self.pipe = pipe
-        self.session = None
+        self.session: pytest.Session | None = None
         self.loaded_before = set(sys.modules)
 
     def _send(self, message: dict) -> None:
@@ -133,12 +133,14 @@ class ChildReporter:
         self._send({"test": item.nodeid, "limit_s": time_limit(item)})
 
     def pytest_runtest_logfinish(self, nodeid, location):
-        result = grading_session(self.session.config).results.get(nodeid)
+        session = self.session
+        assert session is not None, "a test ends after the session starts"
+        result = grading_session(session.config).results.get(nodeid)
         if result is None:
             return
         self._send({"result": result.to_json()})
         if result.status == "timeout":
-            self.session.shouldstop = STOPPED_AT_TIMEOUT
+            session.shouldstop = STOPPED_AT_TIMEOUT
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
@@ -153,20 +155,29 @@ class ChildReporter:
                                  if name not in self.loaded_before and is_library_module(module)]})
 
 
+@dataclass
+class _Followed:
+    """What the parent has heard from a check's child so far."""
+    results: dict[str, dict] = field(default_factory=dict)     # test id -> its result, as JSON
+    imported: list[str] = field(default_factory=list)
+    current: tuple[str, float] | None = None      # the test running now: (nodeid, its time limit)
+    deadline: float | None = None                 # when the parent kills the child for it
+    pending: bytes = b""                          # a message's start, its end not read yet
+
+
 def _follow(pid: int, read_fd: int, on_test, cancelled):
     """Read the child's messages until it ends; kill it past a test's limit or when cancelled.
     Returns how it ended ("exited", "timeout", "cancelled" or "signal NAME"), the results it sent,
     the test running at the end ((nodeid, limit) or None) and the libraries it loaded."""
-    state = {"results": {}, "imported": [], "current": None, "deadline": None, "pending": b""}
+    state = _Followed()
 
     def take(chunk: bytes) -> None:
-        state["pending"] += chunk
-        *lines, state["pending"] = state["pending"].split(b"\n")
+        *lines, state.pending = (state.pending + chunk).split(b"\n")
         for line in lines:
             _take_message(line, state, on_test)
 
     def outcome(ending: str):
-        return ending, state["results"], state["current"], state["imported"]
+        return ending, state.results, state.current, state.imported
 
     while True:
         ready, _, _ = select.select([read_fd], [], [], POLL_S)
@@ -181,7 +192,7 @@ def _follow(pid: int, read_fd: int, on_test, cancelled):
                 while select.select([read_fd], [], [], 0)[0] and (rest := os.read(read_fd, 1 << 16)):
                     take(rest)
                 return outcome(_ending(status))
-        if state["deadline"] is not None and time.monotonic() > state["deadline"]:
+        if state.deadline is not None and time.monotonic() > state.deadline:
             os.kill(pid, signal.SIGKILL)
             return outcome("timeout")
         if cancelled():
@@ -189,21 +200,21 @@ def _follow(pid: int, read_fd: int, on_test, cancelled):
             return outcome("cancelled")
 
 
-def _take_message(line: bytes, state: dict, on_test) -> None:
+def _take_message(line: bytes, state: _Followed, on_test) -> None:
     """One line from the child. Learner code shares the child's process and could write to the
     pipe too: a line that is not one of the reporter's messages is ignored, never fatal."""
     try:
         message = json.loads(line)
         if "test" in message:
-            state["current"] = (str(message["test"]), float(message["limit_s"]))
-            state["deadline"] = time.monotonic() + state["current"][1] + WATCHDOG_MARGIN_S
+            test, limit_s = str(message["test"]), float(message["limit_s"])
+            state.current, state.deadline = (test, limit_s), time.monotonic() + limit_s + WATCHDOG_MARGIN_S
             if on_test:
-                on_test(state["current"][0].split("::")[-1], state["current"][1])
+                on_test(test.split("::")[-1], limit_s)
         elif "result" in message:
-            state["results"][str(message["result"]["id"])] = message["result"]
-            state["current"] = state["deadline"] = None
+            state.results[str(message["result"]["id"])] = message["result"]
+            state.current = state.deadline = None
         elif isinstance(message.get("imported"), list):
-            state["imported"] = [name for name in message["imported"] if isinstance(name, str)]
+            state.imported = [name for name in message["imported"] if isinstance(name, str)]
     except (ValueError, TypeError, KeyError, AttributeError):
         pass
 

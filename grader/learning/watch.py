@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from grader.learning.hints import Hint
 from grader.learning.warm import import_quietly, warm_up
 from grader.tasks import Task, all_tasks, locate_module
 
@@ -47,7 +48,7 @@ class Watcher:
         self.module_path = locate_module(self.impl, task)
         self.saves: queue.Queue[float] = queue.Queue()
         self.stop = threading.Event()
-        self.hint = None          # the hint offered last, shown until its concept passes
+        self.hint: Hint | None = None          # the hint offered last, shown until its concept passes
 
     def run(self) -> int:
         from grader.learning.session import CheckChild

@@ -12,12 +12,16 @@ import functools
 import io
 import math
 import warnings
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 _COLORS = {"learner": "#1f6feb", "reference": "#afb8c1", "floor": "#2da44e", "pass_line": "#cf222e",
            "data_loading": "#bf8700", "forward": "#1f6feb", "backward": "#8250df", "optimizer": "#2da44e",
            "other": "#d0d7de"}
-PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
+PLAIN_TEXT: dict[RcKeyType, Any] = {"text.usetex": False, "text.parse_math": False}
 MAX_STEPS_DRAWN = 40        # a profile holds a handful of steps; thousands would make a figure too tall to draw
 MAX_LABEL_CHARS = 40        # of a learner's label (a step's name): a tick label, not a paragraph
 

@@ -30,7 +30,7 @@ from grader.reports.report import ScoreReport, TaskResult, TestResult
 MAX_ERRORS = 10           # GitHub keeps 10 error annotations per step and drops the rest
 
 
-def annotations(report: ScoreReport, workspace: Path) -> list[str]:
+def workflow_commands(report: ScoreReport, workspace: Path) -> list[str]:
     """The workflow commands, in report order, problems first."""
     lines = [_command("error", problem, title="grading incomplete") for problem in report.problems]
     lost = [(task, test) for task in report.tasks for test in task.tests if test.lost]
@@ -96,7 +96,7 @@ def publish(report: ScoreReport, environ=os.environ, stream=None) -> None:
     files Actions names in `environ`."""
     stream = stream or sys.stdout
     workspace = Path(environ.get("GITHUB_WORKSPACE") or os.getcwd())
-    for line in annotations(report, workspace):
+    for line in workflow_commands(report, workspace):
         stream.write(line + "\n")
     summary = environ.get("GITHUB_STEP_SUMMARY")
     if summary:

@@ -16,6 +16,7 @@ without points, whose visibility is the hidden suites' (`TOTALS_NAME`).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from grader.reports.report import ScoreReport, TaskResult, TestResult
 
@@ -82,7 +83,7 @@ def _seen_now(report: ScoreReport, hidden_visibility: str) -> ScoreReport:
 
 
 def _test(task: TaskResult, test: TestResult, number: str, hidden_visibility: str) -> dict:
-    entry = {"name": f"{task.task}: {test.title}", "number": number,
+    entry: dict[str, Any] = {"name": f"{task.task}: {test.title}", "number": number,
              "score": test.points if test.graded else 0.0, "max_score": test.max_points if test.graded else 0.0,
              "output": _output(test), "tags": [test.concept] if test.concept else [],
              "visibility": "visible" if test.suite == "visible" else hidden_visibility,

@@ -96,7 +96,8 @@ def _concept_table(tasks: list[TaskResult]) -> list[str]:
     """Points per README section: where the lost points are, so the learner knows what to reread."""
     rows = []
     for task in tasks:
-        earned, possible = defaultdict(float), defaultdict(float)
+        earned: defaultdict[str, float] = defaultdict(float)
+        possible: defaultdict[str, float] = defaultdict(float)
         for test in task.tests:
             if test.graded:
                 earned[test.concept or "(no concept)"] += test.points

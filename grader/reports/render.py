@@ -84,7 +84,7 @@ def batch_table(names: list[str], reports: list[ScoreReport]) -> Table:
     table.add_column("%", justify="right")
     table.add_column("notes")
     for name, report in zip(names, reports):
-        cells = [f"{report.task(t).points:g}" if report.task(t) else "-" for t in tasks]
+        cells = ["-" if (result := report.task(t)) is None else f"{result.points:g}" for t in tasks]
         total = report.total
         table.add_row(Text(name), *cells, _points(total.points, total.max_points), f"{total.percent:.1f}",
                       Text("; ".join(report.problems)[:60], style="red"))

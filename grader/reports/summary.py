@@ -44,6 +44,13 @@ class Entry:
     unwritten: list[str] = field(default_factory=list)     # its pages that could not be written, and why
 
     @property
+    def graded(self) -> ScoreReport:
+        """The report of a submission the batch graded (every one, once it has ended)."""
+        if self.report is None:
+            return ScoreReport.failed(self.unreadable or "no score report", {"path": self.path})
+        return self.report
+
+    @property
     def status(self) -> str:
         if self.report is None:
             return f"unreadable: {self.unreadable}" if self.unreadable else "not graded yet"
@@ -107,7 +114,7 @@ def write_gradebook(path: Path, entries: list[Entry]) -> None:
             writer.writerow(inert([entry.name, entry.path, *[""] * len(tasks), "", "", "", entry.status, ""]))
             continue
         total = report.total
-        cells = [report.task(t).points if report.task(t) else "" for t in tasks]
+        cells = ["" if (result := report.task(t)) is None else result.points for t in tasks]
         writer.writerow(inert([entry.name, entry.path, *cells, total.points, total.max_points, total.percent,
                                entry.status, " | ".join([*report.problems, *entry.unwritten])]))
     write_text_atomically(Path(path), buffer.getvalue())
@@ -152,7 +159,7 @@ def concept_table(entries: list[Entry]):
 
 def class_html(entries: list[Entry], concepts) -> str:
     graded = [e for e in entries if e.report is not None]
-    percents = [e.report.total.percent for e in graded]
+    percents = [e.graded.total.percent for e in graded]
     body = ["<h1>Class summary</h1>",
             f'<p class="meta">{len(entries)} submissions · {sum(e.status == "complete" for e in entries)} graded '
             f"completely</p>"]
@@ -178,8 +185,8 @@ def class_html(entries: list[Entry], concepts) -> str:
         body.append('<p class="muted">No points were lost.</p>')
     body += ["<h2>Submissions</h2>", "<table>",
              '<tr><th>submission</th><th class="num">points</th><th></th><th>status</th></tr>']
-    for entry in sorted(graded, key=lambda e: -e.report.total.percent):
-        total = entry.report.total
+    for entry in sorted(graded, key=lambda e: -e.graded.total.percent):
+        total = entry.graded.total
         body.append(f'<tr class="submission-row"><td>{escape(entry.name)}</td>'
                     f'<td class="num">{total.points:g} / {total.max_points:g}</td>'
                     f"<td>{bar(total.points, total.max_points)}</td><td>{escape(entry.status)}</td></tr>")

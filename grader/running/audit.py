@@ -126,9 +126,8 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
         # The gradings that run a whole suite first, the mutants (which stop at their concept's
         # first failure) after: the batch then ends on short gradings, with no job idle long.
         order = sorted(range(len(plans)), key=lambda i: plans[i][2].kind == "mutant")
-        reports = [None] * len(plans)
-        for i, report in zip(order, runner.run_many([plans[i][3] for i in order], jobs)):
-            reports[i] = report
+        by_plan = dict(zip(order, runner.run_many([plans[i][3] for i in order], jobs)))
+        reports = [by_plan[i] for i in range(len(plans))]
     entries: dict[tuple[str, int], list[AuditEntry]] = {(t.name, s): [] for t in tasks for s in seeds}
     for (task, seed, entry, _), report in zip(plans, reports):
         _score(entry, report)
@@ -148,7 +147,7 @@ def _subjects(task: Task, scratch: Path) -> list[tuple[AuditEntry, Path]]:
 
 def _run(task: Task, tree: Path, entry: AuditEntry, backend: str, seed: int) -> runner.GradingRun:
     # A mutant's verdict is settled once a test of its concept fails: stop there.
-    extra = ["--stop-on-concept", entry.concept] if entry.kind == "mutant" else []
+    extra = ["--stop-on-concept", entry.concept] if entry.kind == "mutant" and entry.concept else []
     return runner.GradingRun(tree, [task], backend=backend, seed=seed, extra_args=extra)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ _UNSAFE = re.compile(r"[^\w.-]+")     # letters (any script), digits, `_`, `.` a
 MAX_NAME_BYTES = 200                  # file systems allow 255 bytes a name: room left for a number
 
 
-def unique_names(paths: list[Path], kept: dict[int, str] | None = None, taken: set[str] = frozenset()) -> list[str]:
+def unique_names(paths: list[Path], kept: dict[int, str] | None = None, taken: Set[str] = frozenset()) -> list[str]:
     """Output folder names, one per submission and never two alike (ignoring case, as some file
     systems do): the submission's own name (a zip's without `.zip`), and for a repeated one the
     first of `-2`, `-3`, ... that no submission of the batch is called, so a learner who named
@@ -85,6 +86,9 @@ def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, 
             if on_done:
                 on_done(entry)
     (executor or LocalExecutor(jobs)).run(units, template, limit_s, finished, on_poll)
+    for unit in units:
+        if by_place[unit.place].report is None:     # an executor that ended without its result: said, not lost
+            finished(unit, ScoreReport.failed("the grading ended without a score report", {"path": unit.path}))
     return [entries[i] for i in chosen]
 
 

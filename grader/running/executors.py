@@ -97,6 +97,8 @@ def save(report: ScoreReport, folder: Path | None) -> None:
 
 def finished_report(unit: Unit) -> ScoreReport | None:
     """The unit's report once its grading has written its last version, else None."""
+    if unit.folder is None:
+        return None
     try:
         report = read_report(unit.folder / REPORT_NAME)
     except (ReportError, OSError):

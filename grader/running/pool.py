@@ -101,22 +101,24 @@ class _Child:
         env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ, **env, "TMPDIR": self.temp}
         self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdin is not None and self.process.stdout is not None      # both are pipes
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
 
     def run(self, sessions: list[list[str]], log_path: Path, limit_s: float, stream):
         nonce = secrets.token_hex(16)
         try:
-            self.process.stdin.write(json.dumps({"sessions": sessions, "log": str(log_path), "nonce": nonce}) + "\n")
-            self.process.stdin.flush()
+            self.stdin.write(json.dumps({"sessions": sessions, "log": str(log_path), "nonce": nonce}) + "\n")
+            self.stdin.flush()
         except (BrokenPipeError, OSError):
             return DIED
         deadline = time.monotonic() + limit_s
         shown = 0
         while True:
-            ready, _, _ = select.select([self.process.stdout], [], [], 0.2)
+            ready, _, _ = select.select([self.stdout], [], [], 0.2)
             if stream:
                 shown = _echo_new(log_path, shown, stream)
             if ready:
-                line = self.process.stdout.readline()
+                line = self.stdout.readline()
                 if not line:
                     return DIED
                 codes = _exit_codes(line, nonce, len(sessions))
@@ -133,7 +135,7 @@ class _Child:
         shutil.rmtree(self.temp, ignore_errors=True)
 
     def close(self):
-        self.process.stdin.close()      # it exits on its own; its teardown need not hold us up
+        self.stdin.close()      # it exits on its own; its teardown need not hold us up
         shutil.rmtree(self.temp, ignore_errors=True)        # every session it ran has ended
 
 

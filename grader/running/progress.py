@@ -61,7 +61,8 @@ class BatchProgress:
         self.counts = Counts(total)
         self.console = console or Console(highlight=False)
         self._clock, self._start, self._done_here = clock, clock(), 0
-        self._last_plain, self._last_text = None, None
+        self._last_plain: float | None = None
+        self._last_text: str | None = None
         self._lock = threading.Lock()
         self._live = Live(self, console=self.console, refresh_per_second=2, transient=False) \
             if self.console.is_terminal else None

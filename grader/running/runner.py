@@ -70,14 +70,12 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
     with the reason in `problems`. `on_done(job, report)` is called as each one ends."""
     refused = _refused(jobs)
     if refused:        # graded below what they require: nothing of theirs runs
-        reports = [refused.get(i) for i in range(len(jobs))]
-        rest = [i for i in range(len(jobs)) if i not in refused]
-        for i, report in zip(rest, run_many([jobs[i] for i in rest], workers, on_done, stream, limit_s)):
-            reports[i] = report
+        graded = iter(run_many([jobs[i] for i in range(len(jobs)) if i not in refused], workers, on_done, stream,
+                               limit_s))
         for i in refused:
             if on_done:
-                on_done(jobs[i], reports[i])
-        return reports
+                on_done(jobs[i], refused[i])
+        return [refused[i] if i in refused else next(graded) for i in range(len(jobs))]
     with tempfile.TemporaryDirectory(prefix="grader-run-", dir=shared_temp_root()) as scratch:
         # absolute: the pool's processes work in the course root, not where the caller stands
         out_dirs = [Path(job.out_dir).absolute() if job.out_dir else Path(scratch) / "out" / str(i)
@@ -94,14 +92,15 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
             (Path(scratch) / "tmp" / str(i)).mkdir(mode=TRAVERSE_ONLY)
         pool_jobs = [(job.sessions(out_dir, Path(scratch) / "tmp" / str(i), new_run_id()), out_dir / "pytest.log")
                      for i, (job, out_dir) in enumerate(zip(jobs, out_dirs))]
-        reports: list[ScoreReport | None] = [None] * len(jobs)
+        reports: dict[int, ScoreReport] = {}
 
         def finished(index: int, codes) -> None:
             reports[index] = combine(jobs[index], out_dirs[index], codes, keep_log=jobs[index].out_dir is not None)
             if on_done:
                 on_done(jobs[index], reports[index])
         PytestPool(workers).run(pool_jobs, limit_s, stream=_write_through if stream else None, on_done=finished)
-        return reports
+        return [reports.get(i) or ScoreReport.failed("the grading pool ended without a result for it",
+                                                     {"path": str(job.impl)}) for i, job in enumerate(jobs)]
 
 
 def _refused(jobs: list[GradingRun]) -> dict[int, ScoreReport]:

@@ -43,9 +43,10 @@ def parse(text: str, environ=os.environ) -> Shard:
     """`I/N`, or `N` with I from INDEX_VARIABLES."""
     index_text, slash, count_text = text.rpartition("/")
     if not slash:
-        index_text = next((environ[name] for name in INDEX_VARIABLES if environ.get(name, "").strip()), None)
-        if index_text is None:
+        from_environ = next((environ[name] for name in INDEX_VARIABLES if environ.get(name, "").strip()), None)
+        if from_environ is None:
             raise ShardError(f"--shard {text}: give I/N, or set {' or '.join(INDEX_VARIABLES)} to the index")
+        index_text = from_environ
     try:
         index, count = int(index_text), int(count_text)
     except ValueError:

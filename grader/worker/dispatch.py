@@ -108,7 +108,7 @@ def witness_answer(witness, header: dict, blobs: list[bytes]) -> tuple[dict, lis
     if witness is None:
         raise wire.WireError("a question came outside a witnessed probe")
     name = header.get("ask")
-    if name not in witness.QUESTIONS:
+    if not isinstance(name, str) or name not in witness.QUESTIONS:
         return {"ok": False, "message": f"the witness answers {', '.join(witness.QUESTIONS)}, not {str(name)[:60]!r}"}, []
     args = wire.unpack(header.get("arguments"), blobs)
     if not isinstance(args, list):

@@ -33,6 +33,7 @@ def load_module(path: Path) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None      # a .py file's path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module          # dataclasses and pickling look modules up by name
     try:
@@ -54,11 +55,11 @@ def sibling_module(test_file: str, name: str):
 def describe(exc: BaseException, student_file: Path) -> dict:
     """The exception as data: its type, message and the frames that lie in the learner's file.
     Frames of the tests and probes are left out, so feedback never shows hidden code."""
-    student_file = str(Path(student_file).resolve())
+    learner = str(Path(student_file).resolve())
     frames = [{"line": f.lineno, "function": f.name, "code": (f.line or "").strip()}
               for f in traceback.extract_tb(exc.__traceback__)
-              if str(Path(f.filename).resolve()) == student_file]
-    if isinstance(exc, SyntaxError) and exc.filename and str(Path(exc.filename).resolve()) == student_file:
+              if str(Path(f.filename).resolve()) == learner]
+    if isinstance(exc, SyntaxError) and exc.filename and str(Path(exc.filename).resolve()) == learner:
         frames.append({"line": exc.lineno, "function": "<module>", "code": (exc.text or "").strip()})
     message = str(exc)
     if len(message) > MESSAGE_LIMIT:
@@ -70,10 +71,10 @@ def describe(exc: BaseException, student_file: Path) -> dict:
 def learner_traceback(tb: TracebackType | None, student_file: Path) -> TracebackType | None:
     """`tb` cut down to its frames in the learner's file: what pytest shows under the test's own
     line when learner code raised in-process, instead of the grader's dispatch and probe frames."""
-    student_file = str(Path(student_file).resolve())
+    learner = str(Path(student_file).resolve())
     kept = []
     while tb is not None:
-        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == student_file:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == learner:
             kept.append(tb)
         tb = tb.tb_next
     chain = None

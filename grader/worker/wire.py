@@ -18,6 +18,7 @@ import pathlib
 import select
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,7 +197,7 @@ class _Blobs:
     made 5 GB of one message)."""
 
     def __init__(self, blobs: list[bytes]):
-        self._blobs, self._taken = blobs, set()
+        self._blobs, self._taken = blobs, set[int]()
 
     def take(self, obj) -> bytes:
         index = obj.get("blob")
@@ -285,7 +286,7 @@ def _unpack_tensor(obj, blobs):
 
 # ---------------------------------------------------------------- messages over a pair of pipes
 
-def encode(header: dict, blobs: list[bytes]) -> list[bytes]:
+def encode(header: dict, blobs: Sequence[bytes]) -> list[bytes]:
     """One message as the bytes to write. A message over the limits is refused here (WireError),
     before anything is written, so the receiving side never has to."""
     meta = json.dumps({"h": header, "blobs": [len(b) for b in blobs]}, allow_nan=False).encode()
@@ -322,7 +323,7 @@ class Channel:
                     pass
         self.read_fd = self.write_fd = -1
 
-    def send(self, header: dict, blobs: list[bytes] = (), deadline: float | None = None) -> None:
+    def send(self, header: dict, blobs: Sequence[bytes] = (), deadline: float | None = None) -> None:
         """Write one message. With a deadline (the trusted side, whose write end is non-blocking:
         a peer that stops reading must not hold it), past it is a ChannelTimeout."""
         for part in encode(header, blobs):
