@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from grader import logs
 from grader.core import isolation, sandbox, uid_jail
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from grader.reports.render import batch_table, print_report
@@ -30,6 +31,7 @@ NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    logs.configure(verbose=args.verbose)
     if not hasattr(args, "command"):
         parser.print_help()
         return USAGE
@@ -46,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="show the grader's log on stderr: what it recovered from while grading (before the command)")
     commands = parser.add_subparsers()
 
     check = commands.add_parser("check", help="run the visible tests on your exercises/ (or --impl DIR)")

@@ -148,7 +148,8 @@ def _calls_and_loops(path):
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         einsum = any(isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "einsum"
                      for n in ast.walk(node))
-        loops = [n.lineno for n in ast.walk(node) if isinstance(n, ast.While)
+        loops = [(n.iter if isinstance(n, ast.comprehension) else n).lineno     # a comprehension has no line
+                 for n in ast.walk(node) if isinstance(n, ast.While)
                  or (isinstance(n, (ast.For, ast.comprehension)) and not written_out(n.iter))]
         found[name] = (names & set(functions), einsum, loops)
     return found

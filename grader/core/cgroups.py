@@ -16,11 +16,14 @@ machine's memory.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 CPU_PERIOD_US = 100_000
 PARENT_NAME = "grader"          # the folder below the grader's own cgroup that holds its workers' cgroups
@@ -267,8 +270,8 @@ def _sweep(parent: Path, older_than_s: float = 600.0) -> None:
         try:
             if child.is_dir() and time.time() - child.stat().st_mtime > older_than_s:
                 child.rmdir()
-        except OSError:
-            pass
+        except OSError as exc:
+            log.debug("left the cgroup %s: %s", child, exc)
 
 
 def _try_mkdir(path: Path) -> bool:

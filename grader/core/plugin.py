@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grader import logs
 from grader.core import intake, isolation, sandbox, uid_jail
 from grader.core.intake import read_module
 from grader.core.outcome import (
@@ -67,6 +68,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    logs.configure()
     config.addinivalue_line("markers", "points(n): the test is worth n points in the score report")
     config.addinivalue_line("markers", "concept(name): the README section a failure sends the learner to")
     config.addinivalue_line("markers", "gpu: needs CUDA; skipped and not graded on machines without it")

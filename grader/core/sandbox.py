@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import logging
 import os
 import shutil
 import stat
@@ -54,6 +55,8 @@ from pathlib import Path
 import grader
 from grader.core import cgroups
 from grader.tasks import COURSE_ROOT, DATASETS
+
+log = logging.getLogger(__name__)
 
 SANDBOX_UID = 65534                       # "nobody" inside the user namespace
 MODULE_DIR = "/submission"                # where the learner's module lies inside the jail
@@ -144,8 +147,8 @@ def trust_this_process() -> None:
     try:
         with open("/proc/self/oom_score_adj", "w") as score:
             score.write(str(TRUSTED_OOM_SCORE_ADJ))
-    except OSError:
-        pass
+    except OSError as exc:
+        log.debug("this process keeps its OOM score: %s", exc)
 
 
 # ---------------------------------------------------------------- can a sandbox be made here?
@@ -324,8 +327,9 @@ def _device_copies(folder: Path) -> dict[str, Path]:
             copy = folder / Path(node).name
             os.mknod(copy, stat.S_IFCHR | 0o600, info.st_rdev)
             os.chmod(copy, stat.S_IMODE(info.st_mode))
-        except OSError:
-            continue                # not on this host, or not a device node: bwrap's own stands
+        except OSError as exc:      # not on this host, or not a device node: bwrap's own stands
+            log.debug("no copy of %s for the sandbox: %s", node, exc)
+            continue
         copies[node] = copy
     return copies
 
@@ -364,7 +368,8 @@ def shared_temp_root() -> Path | None:
         try:
             if all(os.stat(p).st_mode & stat.S_IXOTH for p in (candidate, *candidate.parents)):
                 return candidate
-        except OSError:
+        except OSError as exc:
+            log.debug("%s cannot hold what other uids must reach: %s", candidate, exc)
             continue
     return None
 

@@ -12,6 +12,7 @@ one seed; the report's record says which it was (`seed_from`).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 from grader.core.intake import read_module, sha256
 from grader.tasks import COURSE_ROOT, Task, locate_module
 from grader.worker.loading import StudentImportError
+
+log = logging.getLogger(__name__)
 
 SECRET_FILE = COURSE_ROOT / ".grader-secret"
 SEED_BITS = 31                         # the plugin's seeds are plain non-negative ints
@@ -30,8 +33,8 @@ def course_secret(path: Path = SECRET_FILE) -> bytes:
     """The course's secret, made (readable by its owner only) the first time it is asked for."""
     try:
         return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError) as exc:
+        log.debug("no course secret read from %s (%s): making one", path, exc)
     value = secrets.token_bytes(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as out:

@@ -31,6 +31,7 @@ process count is capped by RLIMIT_NPROC, which counts per uid.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -50,6 +51,8 @@ from grader.core.sandbox import (
     worker_runtime,
 )
 from grader.tasks import COURSE_ROOT, DATASETS, HIDDEN, SOLUTIONS, all_tasks
+
+log = logging.getLogger(__name__)
 
 UID_BASE = 0x5000_0000          # far above any user of a machine and the usual subordinate-id ranges
 UIDS_PER_PROCESS = 64           # hosts one grading process may start in its life before uids repeat
@@ -162,7 +165,8 @@ class UidJail:
                         info = os.lstat(name)
                         if info.st_uid != self.uid:
                             os.lchown(name, self.uid, self.uid)
-                    except OSError:
+                    except OSError as exc:
+                        log.debug("%s stays its owner's: %s", name, exc)
                         continue
 
     def close(self) -> None:
@@ -210,7 +214,8 @@ def owned_in_world_writable(uid: int) -> list[str]:
         try:
             with os.scandir(folder) as entries:
                 owned += [entry.path for entry in entries if _owner(entry) == uid]
-        except OSError:
+        except OSError as exc:
+            log.debug("%s not searched for files of uid %d: %s", folder, uid, exc)
             continue
     return owned
 
@@ -231,7 +236,8 @@ def remove_files_of(uid: int) -> None:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 os.unlink(path)
-        except OSError:
+        except OSError as exc:
+            log.debug("%s of uid %d stays: %s", path, uid, exc)
             continue
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import platform
 import select
@@ -36,6 +37,8 @@ from grader.core.uid_jail import UidJail
 from grader.reports.report import OUT_OF_MEMORY
 from grader.worker import wire
 from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
+
+log = logging.getLogger(__name__)
 
 TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
@@ -241,8 +244,8 @@ class WorkerHost:
         worker = Worker(self, wire.Channel(to_parent_r, to_child_w))
         try:
             socket.send_fds(self.control, [json.dumps({"op": "fork"}).encode()], [to_child_r, to_parent_w])
-        except OSError:
-            pass                 # the zygote is gone: the worker's channel reports it as closed
+        except OSError as exc:   # the zygote is gone: the worker's channel reports it as closed
+            log.debug("no fork asked of the zygote: %s", exc)
         finally:
             os.close(to_child_r)
             os.close(to_parent_w)
@@ -260,8 +263,8 @@ class WorkerHost:
         if worker.pid is not None and self.alive():
             try:
                 self.control.send(json.dumps({"op": "kill", "pid": worker.pid}).encode())
-            except OSError:
-                pass
+            except OSError as exc:
+                log.debug("no kill of worker %s asked of the zygote: %s", worker.pid, exc)
         if not _closes_within(worker.channel.read_fd, 1.0):
             self.close()
         worker.channel.close()
@@ -552,7 +555,8 @@ def remove_strays(folders) -> list[str]:
             what = "a named pipe" if stat.S_ISFIFO(info.st_mode) else "a socket or device"
         try:
             os.unlink(path)
-        except OSError:
+        except OSError as exc:
+            log.debug("stray %s stays: %s", path, exc)
             continue
         removed.append(f"{path} -> {what}")
     return removed
@@ -584,5 +588,6 @@ def _entries(folders, limit: int | None = None):
                         return
                     if stat.S_ISDIR(info.st_mode):
                         todo.append(entry.path)
-        except OSError:
-            continue           # removed while it was being measured
+        except OSError as exc:          # removed while it was being measured
+            log.debug("not measured: %s", exc)
+            continue

@@ -14,10 +14,13 @@ header), whose source nbgrader restored from its gradebook before the kernel sta
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from grader.delivery.notebook import cell_source, is_locked_cell, read_notebook
+
+log = logging.getLogger(__name__)
 
 MARKER = "from grader.delivery.nbgrader_cells import ConceptCell"   # in every test cell we write
 
@@ -38,7 +41,8 @@ def locked_cell_sources(folder: Path) -> set[str]:
     for path in sorted(folder.glob("*.ipynb")):
         try:
             notebook = read_notebook(path)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
+            log.debug("%s not read for its locked cells: %s", path, exc)
             continue
         sources |= {cell_source(cell).strip() for cell in notebook.get("cells", []) if is_locked_cell(cell)}
     return sources

@@ -6,11 +6,14 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import logging
 import sys
 import sysconfig
 from pathlib import Path
 
 from grader.tasks import SOLUTIONS, Task, locate_module
+
+log = logging.getLogger(__name__)
 
 _LIBRARY_DIRS = tuple({Path(sysconfig.get_paths()[key]).resolve()
                        for key in ("stdlib", "platstdlib", "purelib", "platlib")})
@@ -60,8 +63,8 @@ def import_quietly(names) -> None:
             continue
         try:
             importlib.import_module(name)
-        except Exception:
-            pass
+        except Exception as exc:
+            log.debug("%s not imported ahead: %s", name, exc)
 
 
 def warm_up(task: Task, impl: Path) -> None:
@@ -75,5 +78,5 @@ def warm_up(task: Task, impl: Path) -> None:
     if (task.exercise_dir / "probes.py").is_file():
         try:       # the course's helpers, loaded by path as the tests load them: the tests find them cached
             sibling_module(str(task.exercise_dir / "probes.py"), "probes")
-        except Exception:
-            pass
+        except Exception as exc:
+            log.debug("the probes of %s not loaded ahead: %s", task.name, exc)

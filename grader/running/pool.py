@@ -209,4 +209,6 @@ def _session(pytest, args: list[str], log_path: str, replies) -> int | str:
 
 
 if __name__ == "__main__":
+    from grader import logs
+    logs.configure()
     _serve()

@@ -20,6 +20,7 @@ import ctypes
 import errno
 import importlib
 import json
+import logging
 import os
 import resource
 import select
@@ -31,6 +32,8 @@ from pathlib import Path
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking_over
 from grader.worker.loading import StudentImportError, load_module
+
+log = logging.getLogger(__name__)
 
 PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
 PR_SET_PDEATHSIG = 1
@@ -75,8 +78,8 @@ def zygote(module_path: Path, control: socket.socket, preload: list[str], probe_
         if name in PRELOADABLE:
             try:
                 importlib.import_module(name)
-            except Exception:       # a broken library surfaces when the learner's module imports it
-                pass
+            except Exception as exc:       # a broken library surfaces when the learner's module imports it
+                log.debug("%s not preloaded: %s", name, exc)
     # The probes are loaded here, before any learner code exists: whether one fails to load is the
     # course's word, which a worker (that could replace or break a probe) cannot change.
     probe_errors = {}

@@ -471,6 +471,13 @@ def _refused(prefix=""):
     return lambda graded: refused_everything(graded, prefix)
 
 
+def _searched_and_found_nothing(graded: Graded) -> None:
+    """Nothing an earlier submission left reaches a later one: the finder looked, and found none."""
+    assert any(what == "searched" for what, _ in graded.observed), f"{graded.name}: the finder never ran"
+    found = [value for what, value in graded.observed if what == "found"]
+    assert not found, f"{graded.name} found what an earlier submission left: {found}"
+
+
 def _host_started_again_at_most_once(graded: Graded) -> None:
     """A module that ends the processes running it (their host) costs one restart of them, not
     one per test: at the uid level kill(-1) ends its host, which is started again once."""
@@ -607,6 +614,12 @@ ATTACKS = [
     Attack("tmp_exhaustion", "fills /tmp, /dev/shm, / and /dev", module=after_import(h.TMP_EXHAUSTION),
            check=all_of(as_stub, _bounded("fill /tmp", 512), _bounded("fill /dev/shm", 512),
                         _bounded("fill / ", 0), _bounded("fill /dev ", 0))),
+    Attack("leave_behind", "leaves files named after the batch in every folder it may write, a usercustomize "
+           "module and cache entries, for the next submission graded by the same pool process",
+           module=after_import(h.LEAVE_BEHIND), check=all_of(as_stub, _attempted("plant in /tmp"))),
+    Attack("find_leftovers", "a correct module that looks for what leave_behind left, graded after every attack",
+           module=at_import(h.LEFTOVER_FINDER, REFERENCE), check=all_of(same_outcome_as("reference_last"),
+                                                                        _searched_and_found_nothing)),
     Attack("scratch_fill", "fills the scratch folder shared with the tests (the host's disk)",
            module=on_every_call(h.SCRATCH_FILL),
            check=all_of(scores_nothing, _some_say("in the folders it may write; the limit is", "crashed"))),

@@ -786,6 +786,66 @@ def on_call(name):
     observe("cores used by 8 busy processes", "%.2f" % (used / (_time.monotonic() - started)))
 '''
 
+# What a submission might leave for the next one graded by the same pool process: files named
+# after the batch's marker wherever it may write (the folders every user shares, its home, its
+# working and temporary folders, the caches libraries read on import), a user site module that
+# Python would run at start-up, matplotlib's and torch's configuration. LEFTOVER_FINDER (graded
+# after every attack) looks in the same places.
+LEFTOVER_PLACES = '''
+import site as _site, tempfile as _tempfile
+def leftover_places():
+    home = _os.path.expanduser("~")
+    places = ["/tmp", "/var/tmp", "/dev/shm", _tempfile.gettempdir(), _os.getcwd(), home, scratch_dir() or "/tmp"]
+    for relative in (".cache", ".cache/torch", ".cache/huggingface", ".config/matplotlib", ".local/share"):
+        places.append(_os.path.join(home, relative))
+    places += [_os.environ.get(name) for name in ("TMPDIR", "MPLCONFIGDIR", "HF_HOME", "TORCH_HOME",
+                                                  "XDG_CACHE_HOME", "HYPOTHESIS_STORAGE_DIRECTORY")]
+    return sorted({p for p in places if p})
+def user_site():
+    return _site.getusersitepackages() if isinstance(_site.getusersitepackages(), str) else None
+LEFTOVER = "leftover-" + CONTEXT["marker"]
+'''
+
+LEAVE_BEHIND = LEFTOVER_PLACES + '''
+def plant(folder):
+    def go():
+        _os.makedirs(folder, exist_ok=True)
+        with open(_os.path.join(folder, LEFTOVER), "w") as f:
+            f.write("left by an earlier submission")
+        return folder
+    return go
+if once("leave-behind"):
+    for folder in leftover_places():
+        attempt("plant in " + folder, plant(folder))
+    site_dir = user_site()
+    if site_dir:
+        attempt("plant usercustomize in " + site_dir, lambda: open(_os.path.join(plant(site_dir)(), "usercustomize.py"),
+                "w").write("import os\\nos.environ[%r] = 'ran'\\n" % LEFTOVER))
+    _os.environ[LEFTOVER] = "set"         # its own process's environment: dies with it
+'''
+
+LEFTOVER_FINDER = LEFTOVER_PLACES + '''
+def find_leftovers():
+    found = []
+    for folder in leftover_places():
+        try:
+            names = _os.listdir(folder)
+        except OSError:
+            continue
+        found += [_os.path.join(folder, n) for n in names if n == LEFTOVER or n.startswith("leftover-")]
+    site_dir = user_site()
+    if site_dir and _os.path.exists(_os.path.join(site_dir, "usercustomize.py")):
+        found.append(_os.path.join(site_dir, "usercustomize.py"))
+    if LEFTOVER in _os.environ or "usercustomize" in _sys.modules:
+        found.append("environment: " + _os.environ.get(LEFTOVER, "usercustomize imported"))
+    return found
+if once("find-leftovers"):
+    observe("searched", ", ".join(leftover_places()))
+    for path in find_leftovers():
+        observe("found", path)
+'''
+
+
 TMP_EXHAUSTION = '''
 def fill(folder, limit_mb):
     written = 0

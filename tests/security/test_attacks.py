@@ -25,7 +25,8 @@ BATCH_LIMIT_S = 3000
 POOL_PEAK_LIMIT_MB = 1500      # a pool process grading exercise 01 peaks near 400 MB; a reply it cannot
                                # refuse before reading it (two 1 GiB blobs) took it to 3.4 GB
 FIRST = ("reference_first", "stub_first")
-EARLY = ("daemons", "sigstop_self")     # long-lived effects first, so that they overlap everything else
+EARLY = ("daemons", "sigstop_self", "leave_behind")     # long-lived effects first, so that they overlap everything
+AFTER_ATTACKS = ("find_leftovers",)     # graded once every attack has been, by a pool process that graded some
 LAST = ("honest_loops", "honest_git_clone", "reference_last", "stub_last")
 
 
@@ -72,7 +73,7 @@ def batch(request) -> Batch:
                               bystanders={**honest, "honest_git_clone": clone})
     made = {a.name: a.make(subs, context) for a in attacks.ATTACKS if level in a.levels}
     paths = {**honest, "honest_git_clone": clone, **made}
-    order = [*FIRST, *EARLY, *(n for n in made if n not in EARLY), *LAST]
+    order = [*FIRST, *EARLY, *(n for n in made if n not in EARLY + AFTER_ATTACKS), *AFTER_ATTACKS, *LAST]
 
     course_before, devices_before = harness.course_fingerprint(), harness.device_fingerprint()
     bystanders_before = _bystander_files(subs)

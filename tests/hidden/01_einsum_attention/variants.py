@@ -313,6 +313,15 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads=None, causal
     out = np.einsum("bngqk,bnkd->bngqd", softmax(scores), v)
     return merge_heads(out.reshape(batch, n_heads, seq, -1)) @ w_o
 """}),
+    Alternative("helper_with_a_comprehension", note="a helper of the learner's own, used by no graded function, that "
+                "loops over its argument in a comprehension (only the graded functions' loops count)",
+                edits={"""def causal_mask(q_len, k_len):
+""": """def shapes(*arrays):
+    return [np.shape(a) for a in arrays]
+
+
+def causal_mask(q_len, k_len):
+"""}),
     Alternative("projections_in_a_loop", note="the three projections in a comprehension over a written-out tuple",
                 edits={"""    q = split_heads(x @ w_q, n_heads)
     k = split_heads(x @ w_k, n_kv_heads)
