@@ -20,18 +20,19 @@ OUTPUT_LIMIT = 2000
 ARTIFACT_LIMIT = 64 * 1024      # bytes of JSON per artifact: a curve or a table, not a dump
 
 
-def phase_outcome(when: str, report, excinfo, hidden: bool,
-                  broken: SubmissionFailure | None = None) -> tuple[str, str, bool] | None:
+def phase_outcome(when: str, report, excinfo, hidden: bool, broken: SubmissionFailure | None = None,
+                  gpu: bool = False) -> tuple[str, str, bool] | None:
     """(status, feedback, graded) for one phase, or None when the phase passed. `broken` is how
     the learner's process died or hung during the test, if it did: that is the reason the test
     failed, whatever the test raised after it (a property-based test that replays its examples
-    against a process that is gone reports an inconsistency of its own)."""
+    against a process that is gone reports an inconsistency of its own). A test marked `gpu`
+    (`gpu`) that is skipped before it runs is not graded here; any other skip is a lost test,
+    whatever its reason says."""
     if report.passed:
         return None
     if report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        reason = reason.removeprefix("Skipped: ")
-        return "skipped", reason, reason != GPU_SKIP_REASON
+        return "skipped", reason.removeprefix("Skipped: "), not (gpu and when == "setup")
     exc = excinfo.value if excinfo is not None else None
     if broken is not None and not isinstance(exc, SubmissionFailure):
         exc = broken

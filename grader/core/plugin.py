@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from grader import logs
-from grader.core import intake, isolation, sandbox, uid_jail
+from grader.core import intake, isolation, metadata, sandbox, uid_jail
 from grader.core.intake import read_module
 from grader.core.outcome import (
     GPU_SKIP_REASON,
@@ -180,7 +180,8 @@ class GradingSession:
         result.duration_s = round(result.duration_s + report.duration, 3)
         submission = getattr(item, "funcargs", {}).get("submission")
         outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden",
-                                broken=submission.failure if isinstance(submission, Submission) else None)
+                                broken=submission.failure if isinstance(submission, Submission) else None,
+                                gpu=metadata.of_item(item).gpu)
         if excinfo is not None and isinstance(excinfo.value, CourseFault):
             if str(excinfo.value) not in self._course_faults:
                 self._course_faults.add(str(excinfo.value))
@@ -279,19 +280,12 @@ def _isolation(backend: str, wanted: str) -> dict:
 
 
 def _new_result(item, task: Task) -> TestResult:
-    points = item.get_closest_marker("points")
-    if points is None or not points.args:
+    meta = metadata.of_item(item)
+    if meta.points is None:
         raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.points(n): every graded test declares its points")
-    doc = (getattr(item, "function", None).__doc__ or "").strip()
-    title = doc.splitlines()[0] if doc else item.name.removeprefix("test_").replace("_", " ")
     suite = "hidden" if Path(item.path).resolve().is_relative_to(HIDDEN) else "visible"
-    return TestResult(id=item.nodeid, task=task.name, suite=suite, title=title, status="passed",
-                      graded=True, max_points=float(points.args[0]), concept=_concept_of(item))
-
-
-def _concept_of(item) -> str | None:
-    concept = item.get_closest_marker("concept")
-    return concept.args[0] if concept and concept.args else None
+    return TestResult(id=item.nodeid, task=task.name, suite=suite, title=meta.title, status="passed",
+                      graded=True, max_points=meta.points, concept=meta.concept)
 
 
 def _in_task(item) -> bool:
@@ -398,17 +392,17 @@ def pytest_collection_modifyitems(config, items):
     order would reach, at a fraction of its time."""
     concept = config.getoption("stop_on_concept")
     if concept:
-        items.sort(key=lambda item: _concept_of(item) != concept)      # stable
+        items.sort(key=lambda item: metadata.of_item(item).concept != concept)      # stable
     if config.getoption("long"):
         return
-    long = [item for item in items if item.get_closest_marker("long") is not None]
+    long = [item for item in items if metadata.of_item(item).long]
     if long:
         config.hook.pytest_deselected(items=long)
-        items[:] = [item for item in items if item.get_closest_marker("long") is None]
+        items[:] = [item for item in items if not metadata.of_item(item).long]
 
 
 def pytest_runtest_setup(item):
-    if item.get_closest_marker("gpu") is not None:
+    if metadata.of_item(item).gpu:
         import torch
         if not torch.cuda.is_available():
             pytest.skip(GPU_SKIP_REASON)

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core import metadata
 from grader.delivery.course_sources import (
     BEGIN_SOLUTION,
     END_SOLUTION,
@@ -67,12 +68,12 @@ class _Collector:
     def pytest_collection_finish(self, session):
         for item in session.items:
             task = task_of_path(item.path)
-            points, concept = item.get_closest_marker("points"), item.get_closest_marker("concept")
-            if task is None or points is None or concept is None:
+            meta = metadata.of_item(item)
+            if task is None or meta.points is None or meta.concept is None:
                 raise BuildError(f"{item.nodeid}: every test of a task declares its points and concept")
             suite = "hidden" if Path(item.path).resolve().is_relative_to(HIDDEN) else "visible"
-            self.tests.append(SuiteTest(item.nodeid, task.name, suite, item.originalname, float(points.args[0]),
-                                        concept.args[0], item.get_closest_marker("gpu") is not None))
+            self.tests.append(SuiteTest(item.nodeid, task.name, suite, item.originalname, meta.points,
+                                        meta.concept, meta.gpu))
 
 
 def collect_suites(tasks: list[Task]) -> dict[str, list[SuiteTest]]:

@@ -247,16 +247,14 @@ def _run_visible_test(test, module_path: Path, task: Task):
     report types it, classified by the same rules as a graded run."""
     import pytest
 
+    from grader.core import metadata
     from grader.core.outcome import GPU_SKIP_REASON, exception_outcome, tail, with_concept
     from grader.core.submission import InProcessBackend, Submission
     from grader.reports.report import TestResult
 
-    marks = {mark.name: mark for mark in getattr(test, "pytestmark", [])}
-    doc = (test.__doc__ or "").strip()
-    result = TestResult(id=test.__name__, task=task.name, suite="visible",
-                        title=doc.splitlines()[0] if doc else test.__name__, status="passed", graded=True,
-                        max_points=float(marks["points"].args[0]) if "points" in marks else 0.0,
-                        concept=marks["concept"].args[0] if "concept" in marks else None)
+    meta = metadata.of_function(test)
+    result = TestResult(id=test.__name__, task=task.name, suite="visible", title=meta.title, status="passed",
+                        graded=True, max_points=meta.points or 0.0, concept=meta.concept)
     unknown = [name for name in inspect.signature(test).parameters if name not in FIXTURES]
     if unknown:
         raise NotebookError(f"{test.__name__} asks for {unknown}; a notebook provides only {list(FIXTURES)}")
@@ -265,13 +263,14 @@ def _run_visible_test(test, module_path: Path, task: Task):
     with tempfile.TemporaryDirectory(prefix="grader-test-") as tmp, captured_output() as printed:
         fixtures = {"submission": Submission(backend, time.monotonic() + 24 * 3600.0), "tmp_path": Path(tmp)}
         try:
-            if "gpu" in marks and not _cuda_available():
-                pytest.skip(GPU_SKIP_REASON)
-            test(**{name: fixtures[name] for name in inspect.signature(test).parameters})
+            if meta.gpu and not _cuda_available():
+                result.status, result.feedback, result.graded = "skipped", GPU_SKIP_REASON, False
+            else:
+                test(**{name: fixtures[name] for name in inspect.signature(test).parameters})
         except KeyboardInterrupt:
             raise
-        except pytest.skip.Exception as exc:
-            result.status, result.feedback, result.graded = "skipped", exc.msg or "", exc.msg != GPU_SKIP_REASON
+        except pytest.skip.Exception as exc:     # a skip the test itself asked for: the test is lost
+            result.status, result.feedback = "skipped", exc.msg or "a skipped test"
         except BaseException as exc:       # learner code may raise anything, SystemExit included
             result.status, feedback, result.graded = exception_outcome("call", exc, hidden=False)
             if isinstance(exc, NameError):  # the test's own code: learner code's errors come wrapped

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.core import metadata
 from grader.tasks import COURSE_ROOT, Task, task_of_path
 
 _OUT = "GRADER_COLLECT_OUT"
@@ -46,10 +47,9 @@ def pytest_collection_finish(session):
     points: dict[str, dict[str, float]] = {}
     for item in session.items:
         task = task_of_path(item.path)
-        marker = item.get_closest_marker("points")
-        if task is None or marker is None:
+        meta = metadata.of_item(item)
+        if task is None or meta.points is None:
             continue
-        kind = "gpu" if item.get_closest_marker("gpu") else "cpu"
         entry = points.setdefault(task.name, {"cpu": 0.0, "gpu": 0.0})
-        entry[kind] += float(marker.args[0])
+        entry["gpu" if meta.gpu else "cpu"] += meta.points
     Path(os.environ[_OUT]).write_text(json.dumps(points))

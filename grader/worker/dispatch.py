@@ -30,8 +30,16 @@ from grader.worker.loading import StudentImportError, describe, load_module, mis
 
 
 def is_test_timeout(exc: BaseException) -> bool:
-    """pytest-timeout's signal method ends a test by raising pytest's Failed('Timeout >Ns')."""
-    return type(exc).__name__ == "Failed" and str(exc).startswith("Timeout")
+    """Whether pytest-timeout's signal method ended the test: its alarm handler (`timeout_sigalrm`)
+    raises pytest's Failed, so that handler's frame is in the exception's traceback. Known by the
+    frame, never by the message, which any code can write."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "timeout_sigalrm" and Path(code.co_filename).name == "pytest_timeout.py":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def answer(module, module_path: Path, header: dict, blobs: list[bytes], ask,

@@ -1,0 +1,45 @@
+"""What a graded test declares about itself, read in one place: its points and concept (markers),
+its title (the first line of its docstring), whether it needs a GPU, whether it is a long visible
+check. The plugin, both collectors (the suites' point totals, nbgrader's) and the notebook's
+test cells all read a test through `of_item` (a collected pytest item) or `of_function` (a test
+function run outside pytest)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TestMeta:
+    points: float | None          # None: the test declares none (a graded suite refuses it)
+    concept: str | None           # the README section a failure sends the learner to
+    title: str
+    gpu: bool                     # needs CUDA: skipped, and not graded, where there is none
+    long: bool                    # a visible check of minutes, run only when asked for
+
+
+def of_item(item) -> TestMeta:
+    """A collected test: its markers as pytest resolves them (the closest first: the function's,
+    then its class's and module's)."""
+    return _meta(item.iter_markers(), getattr(item, "function", None), item.name)
+
+
+def of_function(function) -> TestMeta:
+    """A test function, its markers read from its decorators (`pytestmark`, the innermost first,
+    which is the one pytest takes when a marker is given twice)."""
+    return _meta(getattr(function, "pytestmark", []), function, function.__name__)
+
+
+def _meta(marks: Iterable, function, name: str) -> TestMeta:
+    closest: dict = {}
+    for mark in marks:
+        closest.setdefault(mark.name, mark)
+    points, concept = closest.get("points"), closest.get("concept")
+    return TestMeta(points=float(points.args[0]) if points is not None and points.args else None,
+                    concept=concept.args[0] if concept is not None and concept.args else None,
+                    title=_title(function, name), gpu="gpu" in closest, long="long" in closest)
+
+
+def _title(function, name: str) -> str:
+    doc = (getattr(function, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else name.removeprefix("test_").replace("_", " ")
