@@ -24,7 +24,7 @@ from grader.reports.gradescope import gradescope_results
 from grader.reports.html import report_html
 from grader.reports.junit import junit_xml
 from grader.reports.prairielearn import SIZE_LIMIT, prairielearn_results
-from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, write_report
+from grader.reports.report import NOT_GRADED, ModuleInfo, ScoreReport, TaskResult, write_report
 from grader.reports.summary import Entry, write_gradebook
 from grader.running import runner
 from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
@@ -96,7 +96,7 @@ def test_junit_xml_parses_back_to_the_report(report):
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert cases["test_softmax_rows"].find("failure") is None and cases["test_softmax_rows"].find("skipped") is None
     failure = cases["test_softmax_minus_inf"].find("failure")
-    assert failure.get("type") == "failed" and "alert" in failure.text and "your line 19" in failure.text
+    assert failure.get("type") == "failed" and "alert" in failure.text and "Your line 19, in softmax: return e" in failure.text
     assert cases["test_heads"].find("failure").get("type") == "timeout"
     assert cases["test_masks"].find("failure").get("type") == "crashed"
     assert cases["test_bf16_on_cuda"].find("skipped").get("message") == GPU_SKIP_REASON
@@ -152,7 +152,7 @@ def test_github_publish_writes_the_summary_and_outputs_where_actions_reads_them(
     assert "| 01_einsum_attention | 1 / 6 | 16.7 | 1 | 4 |" in summary
     assert "| 02_train_loop | 3 / 4 | 75.0 | 1 | 1 |" in summary
     assert f"```\n{HOSTILE}\n```" in summary        # in a code block: shown, never rendered
-    assert "(your line 19)" in summary and "GPU tests worth 2 points were not graded here" in summary
+    assert "(Your line 19, in softmax: return e)" in summary and "GPU tests worth 2 points were not graded here" in summary
     assert (tmp_path / "output").read_text() == "points=4\nmax-points=10\npercent=40.00\n"
     assert (tmp_path / "stdout").read_text().count("::error ") == 5
 
@@ -176,7 +176,7 @@ def test_gradescope_results_follow_the_specification(report):
     assert "Your line 19, in softmax: return e" in tests["softmax minus inf"]["output"]
     gpu = tests["bf16 on cuda"]
     assert "status" not in gpu and (gpu["score"], gpu["max_score"]) == (0.0, 0.0)
-    assert "not graded here" in gpu["name"] and "not graded here" in gpu["tags"]
+    assert NOT_GRADED in gpu["name"] and NOT_GRADED in gpu["tags"]
     assert len(per_test(results)) == len(report.tests())
 
 
@@ -262,7 +262,7 @@ def test_html_report_shows_bars_feedback_and_figures_escaped(report):
     assert page.count('class="test lost"') == 5
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "<script>alert" not in page
     assert page.count("data:image/png;base64,") == 2     # the loss curves and the step breakdown
-    assert "Your line 19, in <code>softmax</code>" in page
+    assert "Your line 19, in softmax: return e" in page
     assert "not graded here" in page and "https://" not in page and "http://" not in page
 
 

@@ -87,7 +87,7 @@ def test_watch_follows_the_learners_saves(terminal):
     screen = term.wait_for(r"check 1 at .*points", STARTUP_S)
     assert "0 / 14.5 points" in screen
     assert "first to fix: failed" in screen and "is not implemented yet" in screen
-    assert re.search(r"your line: line \d+, in softmax", screen)
+    assert re.search(r"Your line \d+, in softmax", screen)
     assert "Stable softmax" in screen and "to fix" in screen
     assert "hint 1 of" not in screen, "no hint before a concept has failed three runs"
 

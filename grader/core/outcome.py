@@ -10,10 +10,11 @@ import json
 import math
 
 from grader.core.submission import StudentError, SubmissionFailure
+from grader.reports.report import NOT_GRADED
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 
-GPU_SKIP_REASON = "needs a CUDA GPU: not graded here"
+GPU_SKIP_REASON = NOT_GRADED      # the feedback of a GPU test skipped on a machine without CUDA
 NOT_RUN = "not graded: the grading ended before this test ran"
 FEEDBACK_LIMIT = 2000
 OUTPUT_LIMIT = 2000

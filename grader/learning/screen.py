@@ -9,7 +9,7 @@ from rich.text import Text
 
 from grader.learning.hints import Hint
 from grader.learning.progress import concept_results
-from grader.reports.report import ScoreReport, TaskResult
+from grader.reports.report import ScoreReport, TaskResult, location_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
@@ -43,9 +43,7 @@ def first_failure(task: TaskResult) -> Group | None:
     shown = lines[:FEEDBACK_LINES] + (["..."] if len(lines) > FEEDBACK_LINES else [])
     parts.append(Text("\n".join("  " + line for line in shown)))
     if test.location:
-        where = test.location
-        parts.append(Text.assemble(("  your line: ", "bold"), f"line {where['line']}, in {where['function']}"))
-        parts.append(Text(f"    {where['line']:>4} | {where['code']}", style="cyan"))
+        parts.append(Text("  " + location_text(test.location), style="cyan"))
     if test.output:
         parts.append(Text("  printed: " + test.output.strip()[-300:].replace("\n", "\n  "), style="dim"))
     return Group(*parts)

@@ -25,7 +25,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from grader.reports.report import ScoreReport, TaskResult, TestResult
+from grader.reports.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 MAX_ERRORS = 10           # GitHub keeps 10 error annotations per step and drops the rest
 
@@ -55,15 +55,14 @@ def step_summary(report: ScoreReport) -> str:
         out.append(f"| {_cell(task.task)} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} "
                    f"| {passed} | {sum(t.lost for t in task.tests)} |")
     if total.not_graded_points:
-        out += ["", f"GPU tests worth {total.not_graded_points:g} points were not graded here (no CUDA): "
-                    "they are left out of the total, not counted as failed."]
+        out += ["", not_graded_note(total.not_graded_points)]
     for problem in report.problems:
         out += ["", f"**Incomplete grading:** {_cell(problem)}"]
     lost = [(task, test) for task in report.tasks for test in task.tests if test.lost]
     if lost:
         out += ["", f"### To fix ({len(lost)})", ""]
     for task, test in lost:
-        where = f" (your line {test.location['line']})" if test.location else ""
+        where = f" ({location_text(test.location)})" if test.location else ""
         out += [f"<details><summary>{_html(_title(task, test))}{where}</summary>", "",
                 *_fenced(test.feedback or test.status), "", "</details>"]
     return "\n".join(out) + "\n"

@@ -18,11 +18,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grader.reports.report import ScoreReport, TaskResult, TestResult
+from grader.reports.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 DEFAULT_HIDDEN_VISIBILITY = "after_published"
-NOT_GRADED = "not graded here"
 TOTALS_NAME = "Your score with the graded suite"
 SHOWN_LATER = {"hidden": "to your instructor only", "after_due_date": "after the due date",
                "after_published": "when your instructor publishes the grades"}
@@ -63,8 +62,7 @@ def summary_markdown(report: ScoreReport, scope: str = "") -> str:
               "| task | points | % |", "|---|---:|---:|"]
     lines += [f"| {task.title} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} |" for task in report.tasks]
     if total.not_graded_points:
-        lines += ["", f"GPU tests worth {total.not_graded_points:g} points were {NOT_GRADED} (no CUDA on the "
-                      "grading machine): they are left out of the total, not counted as failed."]
+        lines += ["", not_graded_note(total.not_graded_points)]
     level = (report.isolation or {}).get("level")
     if level:
         reason = report.isolation.get("reason")
@@ -92,7 +90,7 @@ def _test(task: TaskResult, test: TestResult, number: str, hidden_visibility: st
     if test.graded:
         entry["status"] = "passed" if test.status == "passed" else "failed"
     else:
-        entry["name"] += f" ({NOT_GRADED}: needs a CUDA GPU)"
+        entry["name"] += f" ({NOT_GRADED})"
         entry["tags"].append(NOT_GRADED)
     return entry
 
@@ -100,11 +98,9 @@ def _test(task: TaskResult, test: TestResult, number: str, hidden_visibility: st
 def _output(test: TestResult) -> str:
     parts = [test.feedback] if test.feedback else []
     if not test.graded:
-        parts = [f"{NOT_GRADED}: the grading machine has no CUDA GPU; its {test.max_points:g} points are "
-                 "left out of the total."]
+        parts = [f"{NOT_GRADED}; its {test.max_points:g} points are left out of the total."]
     if test.location:
-        where = test.location
-        parts.append(f"Your line {where['line']}, in {where['function']}: {where['code']}")
+        parts.append(location_text(test.location))
     if test.output:
         parts.append("Your code printed:\n" + test.output)
     if test.status in ("timeout", "crashed", "error"):

@@ -14,7 +14,7 @@ from collections import defaultdict
 from html import escape
 
 from grader.reports import figures
-from grader.reports.report import ScoreReport, TaskResult, TestResult
+from grader.reports.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; color: #1f2328; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }
@@ -74,8 +74,7 @@ def report_html(report: ScoreReport) -> str:
             f'<p id="total"><strong>{total.points:g} / {total.max_points:g} points '
             f"({total.percent:.1f}%)</strong></p>", bar(total.points, total.max_points)]
     if total.not_graded_points:
-        body.append(f'<p class="muted">GPU tests worth {total.not_graded_points:g} points were not graded here '
-                    "(no CUDA): they are left out of the total, not counted as failed.</p>")
+        body.append(f'<p class="muted">{escape(not_graded_note(total.not_graded_points))}</p>')
     body += [f'<p class="problem">Incomplete grading: {escape(problem)}</p>' for problem in report.problems]
     body += _task_table(report.tasks)
     body += _concept_table(report.tasks)
@@ -123,8 +122,8 @@ def _task_section(task: TaskResult) -> list[str]:
     for test in task.tests:
         out += _artifacts(test)
     out += [_lost_test(test) for test in lost]
-    out += [f'<div class="test not-graded"><span class="status">not graded here</span> {escape(test.title)} '
-            f'<span class="muted">({test.max_points:g} points; needs a CUDA GPU)</span></div>' for test in not_graded]
+    out += [f'<div class="test not-graded"><span class="status">{escape(NOT_GRADED)}</span> {escape(test.title)} '
+            f'<span class="muted">({test.max_points:g} points)</span></div>' for test in not_graded]
     if passed:
         items = "".join(f"<li>{escape(t.title)} <span class=\"muted\">({t.max_points:g})</span></li>" for t in passed)
         out.append(f"<details><summary>{len(passed)} passed</summary><ul>{items}</ul></details>")
@@ -139,9 +138,7 @@ def _lost_test(test: TestResult) -> str:
              + (f" · README: {escape(test.concept)}" if test.concept else "") + ")</span></p>",
              f'<pre class="feedback">{escape(test.feedback or test.status)}</pre>']
     if test.location:
-        where = test.location
-        parts.append(f'<p class="location">Your line {where["line"]}, in <code>{escape(str(where["function"]))}</code>: '
-                     f"<code>{escape(str(where['code']))}</code></p>")
+        parts.append(f'<p class="location">{escape(location_text(test.location))}</p>')
     if test.output:
         parts.append(f'<details><summary>what your code printed</summary><pre>{escape(test.output)}</pre></details>')
     parts.append("</div>")

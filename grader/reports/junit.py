@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from grader.reports.report import ScoreReport, TaskResult, TestResult
+from grader.reports.report import ScoreReport, TaskResult, TestResult, location_text
 
 _FAILURES = {"failed", "timeout", "crashed"}
 
@@ -74,8 +74,7 @@ def _properties(element: ET.Element, **values: str) -> None:
 
 
 def _where(test: TestResult) -> str:
-    where = test.location
-    return f"\n(your line {where['line']}, in {where['function']}: {where['code']})" if where else ""
+    return f"\n({location_text(test.location)})" if test.location else ""
 
 
 def _first_line(text: str) -> str:

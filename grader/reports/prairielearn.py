@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 
-from grader.reports.report import ScoreReport, TestResult
+from grader.reports.report import NOT_GRADED, ScoreReport, TestResult, location_text
 
 SIZE_LIMIT = 1_000_000
-NOT_GRADED = "not graded here: needs a CUDA GPU"
 
 
 def prairielearn_results(report: ScoreReport) -> dict:
@@ -51,7 +50,7 @@ def _overview(report: ScoreReport) -> str:
 def _test(task: str, test: TestResult) -> dict:
     message = test.feedback if test.graded else NOT_GRADED
     if test.location:
-        message += f"\nYour line {test.location['line']}, in {test.location['function']}: {test.location['code']}"
+        message += "\n" + location_text(test.location)
     return {"name": f"{task}: {test.title}", "description": test.concept or "",
             "points": test.points if test.graded else 0.0, "max_points": test.max_points if test.graded else 0.0,
             "message": message.strip(), "output": test.output}

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.reports.report import ScoreReport, TaskResult
+from grader.reports.report import ScoreReport, TaskResult, not_graded_note
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
@@ -56,7 +56,8 @@ def print_report(report: ScoreReport, console: Console, *, first_hint_only: bool
     """The table, then what went wrong: every failing test, or one hint per task."""
     console.print(report_table(report))
     if any(not t.graded for t in report.tests()):
-        console.print("[yellow]GPU tests were not graded here (no CUDA): their points are left out of the total.[/]")
+        points = sum(t.max_points for t in report.tests() if not t.graded)
+        console.print(Text(not_graded_note(points), style="yellow"))
     for task in report.tasks:
         failing = [t for t in task.tests if t.lost]
         if not failing:

@@ -42,6 +42,20 @@ SCHEMA_VERSION = 1
 STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed")
 OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 
+# The words every format uses (terminal, HTML, JUnit, Gradescope, PrairieLearn, GitHub, the watcher).
+NOT_GRADED = "not graded here: needs a CUDA GPU"        # a GPU test on a machine without CUDA
+
+
+def not_graded_note(points: float) -> str:
+    """The sentence under a total that leaves GPU tests out."""
+    return (f"GPU tests worth {points:g} points were not graded here (no CUDA GPU): they are left out of the "
+            "total, not counted as failed.")
+
+
+def location_text(location: dict) -> str:
+    """The learner's line a lost test points at, as every format says it."""
+    return f"Your line {location['line']}, in {location['function']}: {location['code']}"
+
 
 class ReportError(ValueError):
     """A file that is not a readable score report of this schema and version."""
