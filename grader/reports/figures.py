@@ -12,6 +12,8 @@ import functools
 import io
 import math
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -100,6 +102,23 @@ def step_breakdown_png(artifact: dict) -> bytes | None:
     axes.set_title(f"Your step breakdown of {_label(artifact.get('profile', 'the profile'))}{more}")
     axes.legend(fontsize=7, ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / len(shown)))
     return _png(figure)
+
+
+@dataclass(frozen=True)
+class ArtifactFigure:
+    draw: Callable[[dict], bytes | None]
+    alt: str
+    caption: str                 # after the test's title
+
+
+# The figures a report draws from its tests' artifacts, by the artifact's name (a suite fills
+# `artifacts[name]`, see grader.core.plugin): a new figure is one entry here and its drawing.
+ARTIFACT_FIGURES = {
+    "loss_curve": ArtifactFigure(loss_curve_png, "loss curves: yours and the reference loop's",
+                                 "your training loss beside the reference loop's, with the same configuration"),
+    "step_breakdown": ArtifactFigure(step_breakdown_png, "your step breakdown",
+                                     "your step_breakdown of the shipped training-step profile"),
+}
 
 
 @_drawn_as_text

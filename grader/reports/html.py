@@ -146,15 +146,12 @@ def _lost_test(test: TestResult) -> str:
 
 
 def _artifacts(test: TestResult) -> list[str]:
+    """The figures of the test's artifacts that `figures.ARTIFACT_FIGURES` knows how to draw."""
     out = []
-    curve = test.artifacts.get("loss_curve")
-    if isinstance(curve, dict):
-        out.append(_figure(figures.loss_curve_png, curve, "loss curves: yours and the reference loop's",
-                           f"{test.title}: your training loss beside the reference loop's, with the same configuration"))
-    breakdown = test.artifacts.get("step_breakdown")
-    if isinstance(breakdown, dict):
-        out.append(_figure(figures.step_breakdown_png, breakdown, "your step breakdown",
-                           f"{test.title}: your step_breakdown of the shipped training-step profile"))
+    for name, data in test.artifacts.items():
+        figure = figures.ARTIFACT_FIGURES.get(name)
+        if figure is not None and isinstance(data, dict):
+            out.append(_figure(figure.draw, data, figure.alt, f"{test.title}: {figure.caption}"))
     return [part for part in out if part]
 
 
