@@ -372,13 +372,10 @@ class ReportHooks:
     def pytest_terminal_summary(self, terminalreporter):
         if not self.grading.results:
             return
-        report = self.grading.build_report()
+        from grader.reports.render import score_lines
         terminalreporter.section("score")
-        for task in report.tasks:
-            extra = f"  (+{task.not_graded_points:g} not graded here: needs a GPU)" if task.not_graded_points else ""
-            terminalreporter.write_line(f"{task.task}: {task.points:g} / {task.max_points:g} points{extra}")
-        for problem in report.problems:
-            terminalreporter.write_line(f"problem: {problem}", red=True)
+        for line, problem in score_lines(self.grading.build_report()):
+            terminalreporter.write_line(line, red=problem)
 
     def pytest_unconfigure(self):
         self.grading.close()

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.reports.report import ScoreReport, TaskResult, not_graded_note
+from grader.reports.report import NOT_GRADED, ScoreReport, TaskResult, not_graded_note
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
@@ -28,6 +28,14 @@ def _counts(task: TaskResult) -> Text:
 
 def _not_graded_note(points: float) -> str:
     return f" (+{points:g} GPU)" if points else ""
+
+
+def score_lines(report: ScoreReport) -> list[tuple[str, bool]]:
+    """The score in plain lines (pytest's terminal summary), each with whether it tells a problem."""
+    lines = [(f"{task.task}: {_points(task.points, task.max_points)} points"
+              + (f"  (+{task.not_graded_points:g} {NOT_GRADED})" if task.not_graded_points else ""), False)
+             for task in report.tasks]
+    return lines + [(f"problem: {problem}", True) for problem in report.problems]
 
 
 def report_table(report: ScoreReport) -> Table:
