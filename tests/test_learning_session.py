@@ -1,12 +1,13 @@
-"""One check of the warm loop, in a forked child (`grader.learning.session`): learner code that hangs
+"""One check of the warm loop, in forked children (`grader.learning.session`): learner code that hangs
 past its test's limit (swallowing pytest-timeout's own interruption) or kills its process costs
-that check, with the results before it kept; the parent never loads the learner's module."""
+that check, with the results before it kept; the parent never loads the learner's module. With
+two children, each runs its share of the tests, and the report is the whole suite in its order."""
 import re
 import sys
 import time
 
 from grader.core.outcome import NOT_RUN
-from grader.learning.session import STOPPED_AT_TIMEOUT, WATCHDOG_MARGIN_S, CheckChild
+from grader.learning.session import STOPPED_AT_TIMEOUT, WATCHDOG_MARGIN_S, CheckChild, shares_of
 from grader.tasks import SOLUTIONS, task_named
 
 TASK = task_named("01")
@@ -40,7 +41,7 @@ def test_a_hang_that_swallows_the_timeout_is_stopped_at_the_tests_own_limit(tmp_
     path = reference_with(tmp_path, "split_heads", "    while True:\n        try:\n            time.sleep(1)\n"
                                                    "        except BaseException:\n            pass\n")
     started = []
-    child = CheckChild(TASK, path.parent.parent, tmp_path / "work")
+    child = CheckChild(TASK, path.parent.parent, tmp_path / "work", shares=1)     # one child: the suite's order
     result = child.check(on_test=lambda name, limit: started.append((name, limit)))
     tests = by_title(result.report)
     hung = [name for name, test in tests.items() if test.status == "timeout"]
@@ -59,16 +60,46 @@ def test_a_hang_that_swallows_the_timeout_is_stopped_at_the_tests_own_limit(tmp_
 
 def test_a_process_killed_by_learner_code_costs_the_test_it_ran(tmp_path):
     path = reference_with(tmp_path, "causal_mask", "    os.kill(os.getpid(), signal.SIGSEGV)\n")
-    child = CheckChild(TASK, path.parent.parent, tmp_path / "work")
+    child = CheckChild(TASK, path.parent.parent, tmp_path / "work", shares=2)
     started = time.monotonic()
     result = child.check()
     tests = by_title(result.report)
     crashed = [name for name, test in tests.items() if test.status == "crashed"]
-    assert len(crashed) == 1 and "causal" in crashed[0], {name: t.status for name, t in tests.items()}
-    assert "SIGSEGV" in tests[crashed[0]].feedback
+    # each child dies at the first test of its share that calls causal_mask
+    assert 1 <= len(crashed) <= 2 and any("causal" in name for name in crashed), \
+        {name: t.status for name, t in tests.items()}
+    assert all("SIGSEGV" in tests[name].feedback for name in crashed)
     assert any(test.status == "passed" for test in tests.values())
     assert time.monotonic() - started < DECLARED_LIMIT_S, "a crash is reported at once, not at the time limit"
     # The next check runs as if nothing happened: a fresh child.
     path.write_text((SOLUTIONS / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
     again = child.check().report.task(TASK.name)
     assert again.points == again.max_points > 0
+
+
+def test_two_children_share_the_suite_and_a_hang_costs_only_its_share(tmp_path):
+    """The same hang with two children: the other child's tests all end, the report lists every
+    test of the suite once, in the suite's order, and the next check shares by the times measured."""
+    path = reference_with(tmp_path, "split_heads", "    while True:\n        try:\n            time.sleep(1)\n"
+                                                   "        except BaseException:\n            pass\n")
+    whole = CheckChild(TASK, SOLUTIONS, tmp_path / "whole", shares=1).check().report.task(TASK.name)
+    child = CheckChild(TASK, path.parent.parent, tmp_path / "work", shares=2)
+    result = child.check()
+    tests = by_title(result.report)
+    assert list(tests) == [t.id.split("::")[-1] for t in whole.tests], "every test once, in the suite's order"
+    hung = [name for name, test in tests.items() if test.status == "timeout"]
+    assert 1 <= len(hung) <= 2 and result.report.problems == [STOPPED_AT_TIMEOUT]
+    passed = {name for name, test in tests.items() if test.status == "passed"}
+    for share in shares_of([t.id for t in whole.tests], {}, 2):      # the first check's shares: untimed
+        names = {test.split("::")[-1] for test in share}
+        assert names & passed, f"a child ran none of its tests to the end: {sorted(names)}"
+    # the next check shares by the times of the tests that reported (a hung test's child was killed first)
+    ran = {test.id for test in result.report.task(TASK.name).tests if test.feedback != NOT_RUN and test.status != "timeout"}
+    assert ran and set(child.durations) == ran
+
+
+def test_shares_balance_the_measured_times():
+    durations = {"a": 3.0, "b": 2.0, "c": 2.0, "d": 1.0}
+    assert shares_of(list(durations), durations, 2) == [{"a", "d"}, {"b", "c"}]
+    assert shares_of(["x", "y", "z"], {}, 2) == [{"x", "z"}, {"y"}]      # untimed: alternately, in order
+    assert shares_of(["x", "y"], {}, 1) == [{"x", "y"}]

@@ -1,12 +1,16 @@
-"""One self-check of one task, in a child forked from a warm process.
+"""One self-check of one task, in children forked from a warm process.
 
-The parent has imported pytest, the libraries and the visible tests' helpers once; each check is a
-fresh child that runs the task's visible suite in-process (`--backend inprocess`, the session a
-`grader check` would run, see `grader.running.runner.GradingRun`), so whatever the learner's
-module does (never import, loop, crash, leak) dies with the child. The child tells the parent,
-over a pipe, each test as it starts (with its time limit) and each result as it ends; the parent
-is the watchdog: a test that outlives its own time limit gets its child killed, and the report
-says which test it was, with the results of the tests before it.
+The parent has imported pytest, the libraries and the visible tests' helpers once; each check
+forks fresh children (two where there are two cores) that run the task's visible suite in-process
+(`--backend inprocess`, the session a `grader check` would run, see
+`grader.running.runner.GradingRun`), each its share of the tests, so whatever the learner's module
+does (never import, loop, crash, leak) dies with them. Every child collects the same tests and
+takes its share by the durations the last check measured (`shares_of`: the longest first, each to
+the child with the least work so far), so the shares need no talking and end close together.
+Each child tells the parent, over a pipe, each test as it starts (with its time limit) and each
+result as it ends; the parent is the watchdog: a test that outlives its own time limit gets its
+child killed, and the report says which test it was, with the results of the tests before it
+(and every result of the other child). The report is the children's, merged in the suite's order.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import select
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -34,13 +38,15 @@ from grader.worker.zygote import die_with_parent
 WATCHDOG_MARGIN_S = 3.0
 POLL_S = 0.05           # how often the parent looks at a running child: well under the 2 s budget
 STOPPED_AT_TIMEOUT = "stopped after a test ran past its time limit: the tests after it were not run"
+SHARES = 2              # children per check, at most one per core
+UNTIMED_S = 0.1         # what a test not timed yet counts for in the shares
 
 
 @dataclass
 class CheckResult:
     report: ScoreReport
     seconds: float               # from the fork to the report in hand
-    log_path: Path               # the child's pytest output
+    log_path: Path               # the first child's pytest output (the others' lie beside it)
     cancelled: bool = False      # a newer save arrived: this check was dropped unfinished
     imported: list[str] = field(default_factory=list)     # libraries the check loaded beyond the parent's
 
@@ -48,47 +54,84 @@ class CheckResult:
 class CheckChild:
     """Runs checks of `task` for the learner's tree `impl`, its files kept under `workdir`."""
 
-    def __init__(self, task: Task, impl: Path, workdir: Path):
+    def __init__(self, task: Task, impl: Path, workdir: Path, shares: int | None = None):
         self.task, self.impl, self.workdir = task, Path(impl), Path(workdir)
-        (self.workdir / "tmp").mkdir(parents=True, exist_ok=True)    # pytest makes only the last level
+        self.shares = shares or max(1, min(SHARES, len(os.sched_getaffinity(0))))
+        for share in range(self.shares):
+            (self.workdir / f"tmp{share}").mkdir(parents=True, exist_ok=True)    # pytest makes only the last level
         self.runs = 0
+        self.durations: dict[str, float] = {}      # test id -> its seconds in the last check that ran it
 
-    def arguments(self) -> tuple[list[str], Path]:
-        """pytest's arguments for one check (the visible suite, in-process, seed 0 as `grader
-        check` uses) and where its score report lands."""
-        self.runs += 1
-        out_dir = self.workdir / "out"
+    def arguments(self, share: int = 0) -> tuple[list[str], Path]:
+        """pytest's arguments for one child of the current check (the visible suite, in-process,
+        seed 0 as `grader check` uses) and where its score report lands."""
+        out_dir = self.workdir / f"out{share}"
         job = GradingRun(self.impl, [self.task], hidden=False, backend="inprocess", seed=0)
-        args = job.sessions(out_dir, self.workdir / "tmp", f"watch-{os.getpid()}-{self.runs}")[0]
+        args = job.sessions(out_dir, self.workdir / f"tmp{share}", f"watch-{os.getpid()}-{self.runs}")[0]
         return args, out_dir / PARTS / f"{self.task.name}.json"
 
     def check(self, on_test=None, cancelled=lambda: False) -> CheckResult:
         """One check. `on_test(title, limit_s)` is told each test as it starts; `cancelled()` is
-        asked as the check runs, and a True drops it (the child killed, the result marked so)."""
-        args, report_path = self.arguments()
-        report_path.unlink(missing_ok=True)
-        log_path = self.workdir / "pytest.log"
-        started = time.monotonic()
-        read_fd, write_fd = os.pipe()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:                                    # the child: never returns
-            os.close(read_fd)
-            _child(args, write_fd, log_path, parent)
-        os.close(write_fd)
-        ending = None
+        asked as the check runs, and a True drops it (the children killed, the result marked so)."""
+        self.runs += 1
+        started, parent = time.monotonic(), os.getpid()
+        children: list[_Child] = []
+        for share in range(self.shares):
+            args, report_path = self.arguments(share)
+            report_path.unlink(missing_ok=True)
+            read_fd, write_fd = os.pipe()
+            log_path = self.workdir / ("pytest.log" if share == 0 else f"pytest-{share}.log")
+            pid = os.fork()
+            if pid == 0:                                    # the child: never returns
+                for fd in (read_fd, *(c.read_fd for c in children)):
+                    os.close(fd)
+                _child(args, write_fd, log_path, parent, (share, self.shares, self.durations))
+            os.close(write_fd)
+            children.append(_Child(pid, read_fd, report_path, log_path))
         try:
-            ending, results, current, imported = _follow(pid, read_fd, on_test, cancelled)
+            _follow(children, on_test, cancelled)
         finally:
-            os.close(read_fd)
-            if ending in (None, "timeout", "cancelled"):     # killed (or interrupted), not reaped yet
-                _reap(pid)
-        report = _report(report_path, results, current, ending, self.impl)
-        return CheckResult(report, time.monotonic() - started, log_path, cancelled=ending == "cancelled",
+            for child in children:
+                os.close(child.read_fd)
+                if child.ending in (None, "timeout", "cancelled"):     # killed (or interrupted), not reaped yet
+                    _reap(child.pid)
+        for child in children:
+            self.durations.update({test: float(result.get("duration_s") or 0.0)
+                                   for test, result in child.state.results.items()})
+        reports = [_report(c.report_path, c.state.results, c.state.current, c.ending or "exited", self.impl)
+                   for c in children]
+        imported = sorted({name for child in children for name in child.state.imported})
+        return CheckResult(_merged(reports, children[0].state.order, self.task.name), time.monotonic() - started,
+                           children[0].log_path, cancelled=any(c.ending == "cancelled" for c in children),
                            imported=imported)
 
 
-def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int) -> None:
+def shares_of(tests: list[str], durations: dict[str, float], count: int) -> list[set[str]]:
+    """The tests of each of `count` children: the longest first (ties in the suite's order), each
+    to the child with the least work so far. Every child computes the same shares."""
+    loads = [0.0] * count
+    shares: list[set[str]] = [set() for _ in range(count)]
+    for test in sorted(tests, key=lambda t: -durations.get(t, UNTIMED_S)):      # stable: the suite's order
+        least = loads.index(min(loads))
+        shares[least].add(test)
+        loads[least] += durations.get(test, UNTIMED_S)
+    return shares
+
+
+def _merged(reports: list[ScoreReport], order: list[str], task_name: str) -> ScoreReport:
+    """The children's reports as one: the task's tests in the suite's order, every problem said once."""
+    found = [(report, task) for report in reports if (task := report.task(task_name)) is not None]
+    problems = list(dict.fromkeys(problem for report in reports for problem in report.problems))
+    if not found:
+        return replace(reports[0], problems=problems)
+    position = {test: index for index, test in enumerate(order)}
+    tests = sorted((test for _, task in found for test in task.tests), key=lambda test: position.get(test.id, len(position)))
+    first, first_task = found[0]
+    return replace(first, tasks=[replace(first_task, tests=tests)], problems=problems,
+                   stopped_early=next((report.stopped_early for report, _ in found if report.stopped_early), None))
+
+
+def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int, share: tuple[int, int, dict]) -> None:
     code = 3
     try:
         die_with_parent(parent)
@@ -97,7 +140,7 @@ def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int) -> None:
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
         os.dup2(log, 2)          # never onto the watcher's screen
-        code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"))]))
+        code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"), *share)]))
     finally:
         os._exit(code)
 
@@ -112,12 +155,14 @@ def _one_torch_thread() -> None:
 
 
 class ChildReporter:
-    """The child's side (a pytest plugin): each test's start and result, one JSON line each; a test
-    that ran past its time limit ends the session (the learner's loop would hang the next tests
-    too), and the last report lists every test, run or not."""
+    """The child's side (a pytest plugin): it keeps its share of the collected tests (and tells the
+    parent the suite's order), then each test's start and result, one JSON line each; a test that
+    ran past its time limit ends the session (the learner's loop would hang the next tests too),
+    and the last report lists every test of the share, run or not."""
 
-    def __init__(self, pipe):
+    def __init__(self, pipe, share: int = 0, shares: int = 1, durations: dict[str, float] | None = None):
         self.pipe = pipe
+        self.share, self.shares, self.durations = share, shares, durations or {}
         self.session: pytest.Session | None = None
         self.loaded_before = set(sys.modules)
 
@@ -127,6 +172,15 @@ class ChildReporter:
 
     def pytest_sessionstart(self, session):
         self.session = session
+
+    @pytest.hookimpl(trylast=True)      # after the grader's own choice and order of the tests
+    def pytest_collection_modifyitems(self, config, items):
+        order = [item.nodeid for item in items]
+        self._send({"order": order})
+        if self.shares > 1:
+            mine = shares_of(order, self.durations, self.shares)[self.share]
+            config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in mine])
+            items[:] = [item for item in items if item.nodeid in mine]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -160,44 +214,56 @@ class _Followed:
     """What the parent has heard from a check's child so far."""
     results: dict[str, dict] = field(default_factory=dict)     # test id -> its result, as JSON
     imported: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # every test the suite collected, in its order
     current: tuple[str, float] | None = None      # the test running now: (nodeid, its time limit)
     deadline: float | None = None                 # when the parent kills the child for it
     pending: bytes = b""                          # a message's start, its end not read yet
 
 
-def _follow(pid: int, read_fd: int, on_test, cancelled):
-    """Read the child's messages until it ends; kill it past a test's limit or when cancelled.
-    Returns how it ended ("exited", "timeout", "cancelled" or "signal NAME"), the results it sent,
-    the test running at the end ((nodeid, limit) or None) and the libraries it loaded."""
-    state = _Followed()
+@dataclass
+class _Child:
+    pid: int
+    read_fd: int
+    report_path: Path
+    log_path: Path
+    state: _Followed = field(default_factory=_Followed)
+    ending: str | None = None       # "exited", "timeout", "cancelled" or "signal NAME", once it has ended
 
-    def take(chunk: bytes) -> None:
-        *lines, state.pending = (state.pending + chunk).split(b"\n")
+    def take(self, chunk: bytes, on_test) -> None:
+        *lines, self.state.pending = (self.state.pending + chunk).split(b"\n")
         for line in lines:
-            _take_message(line, state, on_test)
+            _take_message(line, self.state, on_test)
 
-    def outcome(ending: str):
-        return ending, state.results, state.current, state.imported
 
-    while True:
-        ready, _, _ = select.select([read_fd], [], [], POLL_S)
-        chunk = os.read(read_fd, 1 << 16) if ready else None
-        if chunk:
-            take(chunk)
-        else:
-            # The pipe closed, or nothing came: has the child ended? (Something it started may
-            # hold the pipe open after it: the child's exit is what counts.)
-            done, status = os.waitpid(pid, 0 if chunk == b"" else os.WNOHANG)
-            if done:
-                while select.select([read_fd], [], [], 0)[0] and (rest := os.read(read_fd, 1 << 16)):
-                    take(rest)
-                return outcome(_ending(status))
-        if state.deadline is not None and time.monotonic() > state.deadline:
-            os.kill(pid, signal.SIGKILL)
-            return outcome("timeout")
-        if cancelled():
-            os.kill(pid, signal.SIGKILL)
-            return outcome("cancelled")
+def _follow(children: list[_Child], on_test, cancelled) -> None:
+    """Read the children's messages until each has ended (its `ending` set); kill one past a
+    test's limit, or all when cancelled."""
+    running = list(children)
+    while running:
+        ready, _, _ = select.select([child.read_fd for child in running], [], [], POLL_S)
+        for child in list(running):
+            chunk = os.read(child.read_fd, 1 << 16) if child.read_fd in ready else None
+            if chunk:
+                child.take(chunk, on_test)
+            else:
+                # The pipe closed, or nothing came: has the child ended? (Something it started may
+                # hold the pipe open after it: the child's exit is what counts.)
+                done, status = os.waitpid(child.pid, 0 if chunk == b"" else os.WNOHANG)
+                if done:
+                    while select.select([child.read_fd], [], [], 0)[0] and (rest := os.read(child.read_fd, 1 << 16)):
+                        child.take(rest, on_test)
+                    child.ending = _ending(status)
+                    running.remove(child)
+                    continue
+            if child.state.deadline is not None and time.monotonic() > child.state.deadline:
+                os.kill(child.pid, signal.SIGKILL)
+                child.ending = "timeout"
+                running.remove(child)
+        if running and cancelled():
+            for child in running:
+                os.kill(child.pid, signal.SIGKILL)
+                child.ending = "cancelled"
+            return
 
 
 def _take_message(line: bytes, state: _Followed, on_test) -> None:
@@ -213,6 +279,8 @@ def _take_message(line: bytes, state: _Followed, on_test) -> None:
         elif "result" in message:
             state.results[str(message["result"]["id"])] = message["result"]
             state.current = state.deadline = None
+        elif isinstance(message.get("order"), list):
+            state.order = [test for test in message["order"] if isinstance(test, str)]
         elif isinstance(message.get("imported"), list):
             state.imported = [name for name in message["imported"] if isinstance(name, str)]
     except (ValueError, TypeError, KeyError, AttributeError):
