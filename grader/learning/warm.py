@@ -80,3 +80,29 @@ def warm_up(task: Task, impl: Path) -> None:
             sibling_module(str(task.exercise_dir / "probes.py"), "probes")
         except Exception as exc:
             log.debug("the probes of %s not loaded ahead: %s", task.name, exc)
+    draw_once()
+
+
+def draw_once() -> None:
+    """matplotlib's first figure finds its fonts, builds its text and picks pyplot's backend: done
+    once here (when a check will draw: matplotlib is loaded), never again in a check's children."""
+    if "matplotlib" not in sys.modules:
+        return
+    try:
+        import io
+
+        from matplotlib.figure import Figure
+        figure = Figure()
+        axes = figure.subplots(2, 1)
+        for ax in axes:
+            ax.plot([1, 10, 100], [3.0, 2.0, 1.5], label="warm")
+            ax.set_xscale("log")
+            ax.set_xlabel("step")
+            ax.legend()
+        for kind in ("png", "svg"):
+            figure.savefig(io.BytesIO(), format=kind)
+        if "matplotlib.pyplot" in sys.modules:
+            pyplot = sys.modules["matplotlib.pyplot"]
+            pyplot.close(pyplot.figure())
+    except Exception as exc:
+        log.debug("no figure drawn ahead: %s", exc)
