@@ -3,6 +3,7 @@ run through the grader, never collected from here."""
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,21 @@ SLURM_UP = Path(__file__).resolve().parents[1] / ".ci" / "slurm-up"
 SLURM_UP_LIMIT_S = 100
 
 collect_ignore = ["hidden"]
+
+# The modules whose every test runs the grader end to end (a grading, a batch, the audit, a
+# platform's harness, a real Slurm or terminal): marked `e2e`, run after the fast tier. A test of
+# another module that does the same carries @pytest.mark.e2e itself.
+E2E_MODULES = {
+    "security/test_attacks.py", "security/test_forged_timing.py", "security/test_format_failures.py",
+    "security/test_isolation.py", "security/test_nbgrader_kernel_path.py", "security/test_no_namespaces.py",
+    "security/test_output_folders.py", "security/test_planted_links.py", "security/test_replay.py",
+    "security/test_resume.py", "security/test_returned_paths.py", "security/test_source_encoding.py",
+    "security/test_trusted_memory.py", "security/test_workflow_commands.py",
+    "test_audit.py", "test_batch_executors.py", "test_containers.py", "test_gradescope.py", "test_grading.py",
+    "test_learning_progress.py", "test_learning_session.py", "test_learning_watch.py", "test_nbgrader.py",
+    "test_release.py", "test_shards.py", "test_slurm_cluster.py", "test_slurm_grading.py",
+}
+TESTS = Path(__file__).resolve().parent
 
 # The runs these tests start (pytest on exercises/, `grader check`) are not a learner's attempts:
 # their progress goes to a scratch file, never into this checkout's own.
@@ -24,15 +40,44 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes minutes; runs only with --run-slow")
+    config.addinivalue_line("markers", "e2e: runs the grader end to end (gradings, batches, the audit, a platform's "
+                                       "harness, Slurm, a terminal); `pytest -m 'not e2e'` is the fast tier")
 
 
 def pytest_collection_modifyitems(config, items):
+    """The fast tier first (its time said when it ends), the end-to-end tests after it; tests
+    marked slow are skipped unless --run-slow."""
+    for item in items:      # (a grading's session also loads this file: its tests lie outside tests/)
+        path = Path(item.path).resolve()
+        if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in E2E_MODULES:
+            item.add_marker(pytest.mark.e2e)
+    items.sort(key=_is_e2e)      # stable: each tier keeps the files' order
+    config.stash[_FAST_TIER] = (sum(not _is_e2e(item) for item in items), time.monotonic())
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+_FAST_TIER = pytest.StashKey[tuple[int, float]]()
+
+
+def _is_e2e(item) -> bool:
+    return item.get_closest_marker("e2e") is not None
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """As the fast tier's last test ends, with end-to-end tests to follow, say how long it took."""
+    if nextitem is None or _is_e2e(item) or not _is_e2e(nextitem):
+        return
+    count, started = item.config.stash[_FAST_TIER]
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(f"fast tier (not e2e): {count} tests in {time.monotonic() - started:.0f} s; "
+                            "the end-to-end tests follow", bold=True)
 
 
 @pytest.fixture(scope="session")

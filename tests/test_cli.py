@@ -3,6 +3,8 @@ import csv
 import subprocess
 import sys
 
+import pytest
+
 from grader.tasks import COURSE_ROOT
 
 
@@ -11,6 +13,7 @@ def grader(*args, cwd=COURSE_ROOT):
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.e2e
 def test_check_passes_on_the_reference_and_fails_on_the_stub():
     good = grader("check", "01", "--impl", "solutions")
     assert good.returncode == 0, good.stdout + good.stderr
@@ -20,6 +23,7 @@ def test_check_passes_on_the_reference_and_fails_on_the_stub():
     assert "first hint" in stub.stdout and "README" in stub.stdout
 
 
+@pytest.mark.e2e
 def test_batch_grading_writes_a_gradebook(tmp_path):
     out = tmp_path / "grading"          # given relative to where the instructor stands
     result = grader("grade", COURSE_ROOT / "solutions", COURSE_ROOT / "exercises", "--tasks", "01", "--jobs", "2",
@@ -38,6 +42,7 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
     assert "Score report" in (out / "solutions" / "report.html").read_text()
 
 
+@pytest.mark.e2e
 def test_learner_failures_show_the_learners_line_and_full_trace_shows_everything():
     """A stub's failure in `pytest exercises/NN`: the test's line, the learner's line and the
     message; the grader's dispatch frames only with --full-trace."""

@@ -160,6 +160,7 @@ def test_manifest_facts_have_the_documented_shape(facts):
     assert set(facts["param_counts"]) >= set(PUBLISHED_PARAMS) | {"gemma-2b"}
 
 
+@pytest.mark.e2e
 def test_data_files_rebuild_bit_for_bit(tmp_path, manifest):
     out = tmp_path / "rebuilt"
     result = run(str(BUILD), "--data-only", "--out", str(out), timeout=300)

@@ -415,6 +415,7 @@ def gradings(tmp_path_factory):
     return runner.run_many(jobs, workers=2)
 
 
+@pytest.mark.e2e
 def test_a_grading_records_the_step_breakdown_artifact(gradings):
     (test,) = gradings[0].tests()
     assert test.status == "passed"
@@ -423,6 +424,7 @@ def test_a_grading_records_the_step_breakdown_artifact(gradings):
     assert all(row["wall_ms"] > row["forward_ms"] + row["backward_ms"] > 0 for row in rows)
 
 
+@pytest.mark.e2e
 def test_a_wrong_result_points_at_the_def_of_the_function_called(gradings):
     lost = {t.id.split("::")[-1]: t for t in gradings[1].tests() if t.lost}
     source = (SOLUTIONS / "01_einsum_attention" / "attention.py").read_text().splitlines()
@@ -433,6 +435,7 @@ def test_a_wrong_result_points_at_the_def_of_the_function_called(gradings):
     assert lost["test_attention_matches_pytorch"].location["function"] == "attention"
 
 
+@pytest.mark.e2e
 def test_an_exception_points_at_the_learners_line_that_raised(gradings):
     lost = [t for t in gradings[2].tests() if t.lost]
     assert lost and all(t.location["function"] == "_positions" for t in lost)

@@ -255,6 +255,7 @@ def planted_02_gradings(tmp_path_factory):
     return task, variants, dict(zip([*PLANTED_02, "reference"], reports))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradings):
     task, _, reports = planted_02_gradings
@@ -262,6 +263,7 @@ def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradi
     assert result and result.points == result.max_points, [t.id for t in result.tests if t.lost]
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", PLANTED_02)
 def test_a_planted_02_bug_fails_a_visible_check_of_its_concept(planted_02_gradings, name):

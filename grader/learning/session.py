@@ -5,7 +5,7 @@ forks fresh children (two where there are two cores) that run the task's visible
 (`--backend inprocess`, the session a `grader check` would run, see
 `grader.running.runner.GradingRun`), each its share of the tests, so whatever the learner's module
 does (never import, loop, crash, leak) dies with them. Every child collects the same tests and
-takes its share by the durations the last check measured (`shares_of`: the longest first, each to
+takes its share by the longest each test has taken in earlier checks (`shares_of`: the longest first, each to
 the child with the least work so far), so the shares need no talking and end close together.
 Each child tells the parent, over a pipe, each test as it starts (with its time limit) and each
 result as it ends; the parent is the watchdog: a test that outlives its own time limit gets its
@@ -60,7 +60,7 @@ class CheckChild:
         for share in range(self.shares):
             (self.workdir / f"tmp{share}").mkdir(parents=True, exist_ok=True)    # pytest makes only the last level
         self.runs = 0
-        self.durations: dict[str, float] = {}      # test id -> its seconds in the last check that ran it
+        self.durations: dict[str, float] = {}      # test id -> the longest it has taken in a check
 
     def arguments(self, share: int = 0) -> tuple[list[str], Path]:
         """pytest's arguments for one child of the current check (the visible suite, in-process,
@@ -95,9 +95,9 @@ class CheckChild:
                 os.close(child.read_fd)
                 if child.ending in (None, "timeout", "cancelled"):     # killed (or interrupted), not reaped yet
                     _reap(child.pid)
-        for child in children:
-            self.durations.update({test: float(result.get("duration_s") or 0.0)
-                                   for test, result in child.state.results.items()})
+        for child in children:      # the longest time each test has taken: a failing run is often a short one
+            for test, result in child.state.results.items():
+                self.durations[test] = max(self.durations.get(test, 0.0), float(result.get("duration_s") or 0.0))
         reports = [_report(c.report_path, c.state.results, c.state.current, c.ending or "exited", self.impl)
                    for c in children]
         imported = sorted({name for child in children for name in child.state.imported})
