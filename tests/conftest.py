@@ -1,6 +1,7 @@
 """The project's own tests. Student-facing suites live in exercises/ and tests/hidden/ and are
 run through the grader, never collected from here."""
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -29,9 +30,6 @@ E2E_MODULES = {
 }
 TESTS = Path(__file__).resolve().parent
 
-# The runs these tests start (pytest on exercises/, `grader check`) are not a learner's attempts:
-# their progress goes to a scratch file, never into this checkout's own.
-os.environ.setdefault("GRADER_PROGRESS", os.path.join(tempfile.mkdtemp(prefix="grader-progress-"), "progress.json"))
 
 
 def pytest_addoption(parser):
@@ -39,6 +37,13 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # The runs these tests start (pytest on exercises/, `grader check`) are not a learner's attempts:
+    # their progress goes to a scratch file, never into this checkout's own; gone with the session.
+    if "GRADER_PROGRESS" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="grader-progress-")
+        os.environ["GRADER_PROGRESS"] = os.path.join(folder, "progress.json")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        config.add_cleanup(lambda: os.environ.pop("GRADER_PROGRESS", None))
     config.addinivalue_line("markers", "slow: takes minutes; runs only with --run-slow")
     config.addinivalue_line("markers", "e2e: runs the grader end to end (gradings, batches, the audit, a platform's "
                                        "harness, Slurm, a terminal); `pytest -m 'not e2e'` is the fast tier")

@@ -119,3 +119,29 @@ def test_watch_follows_the_learners_saves(terminal):
     screen = term.wait_for(r"\[exited \d+\]", 15)
     assert "stopped watching." in screen and "[exited 0]" in screen
     assert "Traceback" not in screen
+
+
+@pytest.mark.parametrize("ending", ["SIGTERM", "SIGHUP"])
+def test_a_watcher_killed_or_hung_up_leaves_no_scratch_folder(tmp_path, ending):
+    """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the watcher as Ctrl-C does: its scratch
+    folder, where the checks keep their files, is removed."""
+    import signal
+
+    impl = tmp_path / "impl" / TASK.name
+    impl.mkdir(parents=True)
+    shutil.copy(SOLUTIONS / TASK.name / f"{TASK.module}.py", impl)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "GRADER_PROGRESS": "off", "OMP_NUM_THREADS": "1"}
+    watcher = subprocess.Popen([sys.executable, "-m", "grader.cli", "watch", "01", "--impl", str(impl.parent)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while not list(scratch.glob("grader-watch-*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(scratch.glob("grader-watch-*")), "the watcher made no scratch folder"
+        watcher.send_signal(getattr(signal, ending))
+        watcher.wait(timeout=60)
+    finally:
+        watcher.kill()
+    assert not list(scratch.glob("grader-watch-*")), f"{ending} left the watcher's scratch folder behind"

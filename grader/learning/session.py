@@ -135,7 +135,8 @@ def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int, share: tu
     code = 3
     try:
         die_with_parent(parent)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C at the terminal ends the check at once
+        for ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # Ctrl-C at the terminal ends the
+            signal.signal(ending, signal.SIG_DFL)                          # check at once (not the watcher's way)
         _one_torch_thread()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,

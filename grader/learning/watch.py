@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import queue
+import signal
 import tempfile
 import threading
 import time
@@ -122,4 +123,10 @@ def watch(task: Task, impl: Path, console: Console, lang: str) -> int:
     # models gain nothing from more, and spinning OpenMP threads slow the learner's other work.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+    for ending in (signal.SIGTERM, signal.SIGHUP):      # a closed terminal, a kill: leave as Ctrl-C does,
+        signal.signal(ending, _leave)                    # its scratch folder removed
     return Watcher(task, impl, console, lang).run()
+
+
+def _leave(signum, frame):
+    raise KeyboardInterrupt
