@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description=__doc__.split("\n\n")[0])
     parser.add_argument("--verbose", "-v", action="store_true",
-                        help="show the grader's log on stderr: what it recovered from while grading (before the command)")
+                        help="show the grader's log on stderr: the errors it recovered from (grader --verbose grade ...)")
     commands = parser.add_subparsers()
 
     check = commands.add_parser("check", help="run the visible tests on your exercises/ (or --impl DIR)")

@@ -5,8 +5,9 @@ forks fresh children (two where there are two cores) that run the task's visible
 (`--backend inprocess`, the session a `grader check` would run, see
 `grader.running.runner.GradingRun`), each its share of the tests, so whatever the learner's module
 does (never import, loop, crash, leak) dies with them. Every child collects the same tests and
-takes its share by the longest each test has taken in earlier checks (`shares_of`: the longest first, each to
-the child with the least work so far), so the shares need no talking and end close together.
+takes its share by the longest each test has taken in earlier checks (`shares_of`: the longest
+first, each to the child with the least work so far), so the shares need no talking and end close
+together.
 Each child tells the parent, over a pipe, each test as it starts (with its time limit) and each
 result as it ends; the parent is the watchdog: a test that outlives its own time limit gets its
 child killed, and the report says which test it was, with the results of the tests before it
