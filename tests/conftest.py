@@ -45,6 +45,7 @@ def pytest_configure(config):
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         config.add_cleanup(lambda: os.environ.pop("GRADER_PROGRESS", None))
     config.addinivalue_line("markers", "slow: takes minutes; runs only with --run-slow")
+    config.pluginmanager.register(FastTierClock(config), "fast-tier-clock")
     config.addinivalue_line("markers", "e2e: runs the grader end to end (gradings, batches, the audit, a platform's "
                                        "harness, Slurm, a terminal); `pytest -m 'not e2e'` is the fast tier")
 
@@ -57,7 +58,6 @@ def pytest_collection_modifyitems(config, items):
         if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)
     items.sort(key=_is_e2e)      # stable: each tier keeps the files' order
-    config.stash[_FAST_TIER] = (sum(not _is_e2e(item) for item in items), time.monotonic())
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
@@ -66,23 +66,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-_FAST_TIER = pytest.StashKey[tuple[int, float]]()
-
-
 def _is_e2e(item) -> bool:
     return item.get_closest_marker("e2e") is not None
 
 
-def pytest_runtest_teardown(item, nextitem):
-    """As the fast tier's last test ends, with end-to-end tests to follow, say how long it took."""
-    if nextitem is None or _is_e2e(item) or not _is_e2e(nextitem):
-        return
-    count, started = item.config.stash[_FAST_TIER]
-    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(f"fast tier (not e2e): {count} tests in {time.monotonic() - started:.0f} s; "
-                            "the end-to-end tests follow", bold=True)
+class FastTierClock:
+    """Says how long the session took to the end of the fast tier, once its last test is reported
+    and end-to-end tests follow (a report is written outside the tests' output capture)."""
+
+    def __init__(self, config):
+        self.config, self.started = config, time.monotonic()
+        self.last: str | None = None
+        self.count = 0
+
+    def pytest_collection_finish(self, session):
+        """The tests that will run, `-m` and `-k` applied."""
+        fast = [item for item in session.items if not _is_e2e(item)]
+        if fast and len(fast) < len(session.items):
+            self.last, self.count = fast[-1].nodeid, len(fast)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report):
+        if report.when != "teardown" or report.nodeid != self.last:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("")
+            reporter.write_line(f"fast tier (not e2e): {self.count} tests in {time.monotonic() - self.started:.0f} s; "
+                                "the end-to-end tests follow", bold=True)
 
 
 @pytest.fixture(scope="session")

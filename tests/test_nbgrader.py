@@ -226,11 +226,13 @@ class Classroom:
     def __init__(self, root: Path):
         self.root = root
         self.timings: list[tuple[str, float]] = []
+        self.tmp = root.parent / "tmp"        # the temporary folder of every command, watched for leftovers
+        self.tmp.mkdir(parents=True, exist_ok=True)
 
     def run(self, step: str, command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=cwd or self.root, env=nbgrader_environment(), capture_output=True,
-                              text=True, timeout=E2E_TIMEOUT_S)
+        done = subprocess.run(command, cwd=cwd or self.root, env={**nbgrader_environment(), "TMPDIR": str(self.tmp)},
+                              capture_output=True, text=True, timeout=E2E_TIMEOUT_S)
         seconds = time.perf_counter() - start
         self.timings.append((step, seconds))
         print(f"  {step:<58} {seconds:7.1f} s")
@@ -367,6 +369,8 @@ def test_autograde_scores_equal_grader_grade_and_feedback_hides_the_suite(task, 
     marks = submit_with_shadows(classroom, task, "shadows", released)      # the untouched stub
     classroom.nbgrader(f"nbgrader autograde {task.name} (4 submissions)", "autograde", task.name)
     classroom.nbgrader("nbgrader export", "export")
+    left = sorted(p.name for p in classroom.tmp.glob("grader-notebook-*"))
+    assert not left, f"the autograde kernels left the submissions they graded in the temporary folder: {left}"
 
     # files beside the stub named like the kernel's imports were not imported: the stub's 0
     assert sorted(p.name for p in marks.iterdir()) == [], "the autograde kernel imported learner files"

@@ -203,16 +203,25 @@ _SCRATCH: tempfile.TemporaryDirectory | None = None
 
 
 def _submission_tree(task: Task, module: str) -> Path:
-    """A submission tree holding `module` as the task's module file, one per distinct source."""
+    """A submission tree holding `module` as the task's module file, one per distinct source, for
+    the visible tests of the learner's own kernel (kept while it lives)."""
     global _SCRATCH
     if _SCRATCH is None:
         _SCRATCH = tempfile.TemporaryDirectory(prefix="grader-notebook-")
-    tree = Path(_SCRATCH.name) / hashlib.sha256(module.encode()).hexdigest()[:16]
+    return _write_tree(Path(_SCRATCH.name), task, module)
+
+
+def _write_tree(folder: Path, task: Task, module: str) -> Path:
+    tree = folder / _digest(module)
     path = tree / task.name / f"{task.module}.py"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(module, encoding="utf-8")
     return tree
+
+
+def _digest(module: str) -> str:
+    return hashlib.sha256(module.encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------- grading (instructor's copy)
@@ -223,9 +232,13 @@ _REPORTS: dict = {}
 def _graded_report(task: Task, module: str, count_gpu_tests: bool):
     """The score report of `module`, graded once per notebook state as `grader grade` grades it."""
     from grader.running import runner
-    tree = _submission_tree(task, module)
-    key = (tree, task.name, count_gpu_tests)
-    if key not in _REPORTS:
+    key = (_digest(module), task.name, count_gpu_tests)
+    if key in _REPORTS:
+        return _REPORTS[key]
+    # The module and its grading's files live as long as the grading: an autograde kernel is
+    # ended without its clean-up, and a submission must not stay behind in the machine's /tmp.
+    with tempfile.TemporaryDirectory(prefix="grader-notebook-") as scratch:
+        tree = _write_tree(Path(scratch), task, module)
         # Written for an autograder without a GPU, the notebook's cells are worth the CPU tests
         # only: GPU tests are left out, even on a machine that could run them.
         extra = [] if count_gpu_tests else ["-m", "not gpu"]
