@@ -26,9 +26,9 @@ def phase_outcome(when: str, report, excinfo, hidden: bool, broken: SubmissionFa
     """(status, feedback, graded) for one phase, or None when the phase passed. `broken` is how
     the learner's process died or hung during the test, if it did: that is the reason the test
     failed, whatever the test raised after it (a property-based test that replays its examples
-    against a process that is gone reports an inconsistency of its own). A test marked `gpu`
-    (`gpu`) that is skipped before it runs is not graded here; any other skip is a lost test,
-    whatever its reason says."""
+    against a process that is gone reports an inconsistency of its own). A GPU test (`gpu`: its
+    marker) skipped before it runs is not graded here; any other skip is a lost test, whatever
+    its reason says."""
     if report.passed:
         return None
     if report.skipped and not hasattr(report, "wasxfail"):
