@@ -134,14 +134,14 @@ def test_a_watcher_killed_or_hung_up_leaves_no_scratch_folder(tmp_path, ending):
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch), "GRADER_PROGRESS": "off", "OMP_NUM_THREADS": "1"}
     watcher = subprocess.Popen([sys.executable, "-m", "grader.cli", "watch", "01", "--impl", str(impl.parent)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + STARTUP_S
         while not list(scratch.glob("grader-watch-*")) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert list(scratch.glob("grader-watch-*")), "the watcher made no scratch folder"
         watcher.send_signal(getattr(signal, ending))
-        watcher.wait(timeout=60)
+        watcher.wait(timeout=STARTUP_S)
     finally:
         watcher.kill()
     assert not list(scratch.glob("grader-watch-*")), f"{ending} left the watcher's scratch folder behind"

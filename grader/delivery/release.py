@@ -184,6 +184,8 @@ def learner_pyproject() -> str:
     project["tool"].get("setuptools", {}).pop("package-data", None)      # the instructor's templates
     project["project"]["description"] = "Hands-on exercises for the ML engineer's tool layer, with their visible tests."
     project["tool"]["pytest"]["ini_options"]["testpaths"] = ["exercises"]
+    for gate in ("ruff", "mypy"):       # the course's own lint and type gates: no release file is theirs
+        project["tool"].pop(gate, None)
     return toml_text(project)
 
 
