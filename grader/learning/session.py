@@ -102,7 +102,8 @@ class CheckChild:
         reports = [_report(c.report_path, c.state.results, c.state.current, c.ending or "exited", self.impl)
                    for c in children]
         imported = sorted({name for child in children for name in child.state.imported})
-        return CheckResult(_merged(reports, children[0].state.order, self.task.name), time.monotonic() - started,
+        order = next((child.state.order for child in children if child.state.order), [])    # any child that collected
+        return CheckResult(_merged(reports, order, self.task.name), time.monotonic() - started,
                            children[0].log_path, cancelled=any(c.ending == "cancelled" for c in children),
                            imported=imported)
 

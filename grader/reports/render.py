@@ -63,9 +63,8 @@ def report_table(report: ScoreReport) -> Table:
 def print_report(report: ScoreReport, console: Console, *, first_hint_only: bool = False) -> None:
     """The table, then what went wrong: every failing test, or one hint per task."""
     console.print(report_table(report))
-    if any(not t.graded for t in report.tests()):
-        points = sum(t.max_points for t in report.tests() if not t.graded)
-        console.print(Text(not_graded_note(points), style="yellow"))
+    if report.total.not_graded_points:
+        console.print(Text(not_graded_note(report.total.not_graded_points), style="yellow"))
     for task in report.tasks:
         failing = [t for t in task.tests if t.lost]
         if not failing:
