@@ -3,7 +3,9 @@ the libraries are imported). A benchmark, not a test: it prints numbers and asse
 
 For each exercise, `grader watch NN` runs on a copy of the stub; once its first screen is up, the
 reference is written over the stub and the time from that write to the reference's full score on
-the screen is taken (then the stub again, and so on, `--saves` times). Beside it: the time a cold
+the screen is taken (then the stub again, and so on, `--saves` times). Each save comes a moment
+after the screen before it (`--read`, 2 s by default), as a person reads a result before saving
+again: the watcher forks the next check's children in that moment. Beside it: the time a cold
 `pytest exercises/NN` takes on the same reference.
 
     python benchmarks/watch.py                   # every exercise
@@ -55,7 +57,7 @@ class WatchProcess:
         self.process.wait(timeout=30)
 
 
-def time_saves(task, saves: int) -> tuple[float, list[float], list[float]]:
+def time_saves(task, saves: int, read_s: float) -> tuple[float, list[float], list[float]]:
     """(seconds to the first screen, write-to-screen seconds of each save of the reference, the
     check's own seconds as the screen gives them)."""
     stub = (EXERCISES / task.name / f"{task.module}.py").read_text(encoding="utf-8")
@@ -70,6 +72,7 @@ def time_saves(task, saves: int) -> tuple[float, list[float], list[float]]:
             first = watcher.next_screen(STARTUP_LIMIT_S)[0] - started
             to_screen, in_check = [], []
             for _ in range(saves):
+                time.sleep(read_s)
                 written = time.perf_counter()
                 module.write_text(reference, encoding="utf-8")
                 shown, _, check_s, points, max_points = watcher.next_screen(CHECK_LIMIT_S)
@@ -77,6 +80,7 @@ def time_saves(task, saves: int) -> tuple[float, list[float], list[float]]:
                     raise SystemExit(f"{task.name}: the reference scored {points:g} / {max_points:g} on the screen")
                 to_screen.append(shown - written)
                 in_check.append(check_s)
+                time.sleep(read_s)
                 module.write_text(stub, encoding="utf-8")
                 watcher.next_screen(CHECK_LIMIT_S)
         finally:
@@ -97,11 +101,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=[], help="exercises to time (default: every one)")
     parser.add_argument("--saves", type=int, default=3, help="saves of the reference per exercise (default 3)")
+    parser.add_argument("--read", type=float, default=2.0, metavar="SECONDS",
+                        help="pause between a screen and the next save (default 2)")
     args = parser.parse_args()
     print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12}")
     print(f"{'':<22} {'':>13} {'median (min-max)':>24} {'median':>12} {'':>12}")
     for task in [task_named(t) for t in args.tasks] or list(all_tasks()):
-        first, to_screen, in_check = time_saves(task, args.saves)
+        first, to_screen, in_check = time_saves(task, args.saves, args.read)
         cold = cold_pytest(task)
         spread = f"{statistics.median(to_screen):.2f} s ({min(to_screen):.2f}-{max(to_screen):.2f})"
         print(f"{task.name:<22} {first:>11.1f} s {spread:>24} {statistics.median(in_check):>10.2f} s {cold:>10.2f} s",

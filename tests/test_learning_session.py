@@ -2,6 +2,7 @@
 past its test's limit (swallowing pytest-timeout's own interruption) or kills its process costs
 that check, with the results before it kept; the parent never loads the learner's module. With
 two children, each runs its share of the tests, and the report is the whole suite in its order."""
+import os
 import re
 import sys
 import time
@@ -96,6 +97,36 @@ def test_two_children_share_the_suite_and_a_hang_costs_only_its_share(tmp_path):
     # the next check shares by the times of the tests that reported (a hung test's child was killed first)
     ran = {test.id for test in result.report.task(TASK.name).tests if test.feedback != NOT_RUN and test.status != "timeout"}
     assert ran and set(child.durations) == ran
+
+
+def test_children_forked_ahead_run_the_module_as_saved_after_them(tmp_path):
+    """`prepare` forks the next check's children before the save: they collect and wait, and run
+    the module as it is when the check begins; dropped ones leave no process behind."""
+    path = reference_with(tmp_path, "causal_mask", "    raise RuntimeError('not yet')\n")
+    child = CheckChild(TASK, path.parent.parent, tmp_path / "work", shares=2)
+    first = child.check().report.task(TASK.name)
+    assert first.points < first.max_points
+    child.prepare()
+    forked_ahead = [c.pid for c in child._ready]
+    assert len(forked_ahead) == 2 and all(alive(pid) for pid in forked_ahead)
+    path.write_text((SOLUTIONS / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    result = child.check()
+    again = result.report.task(TASK.name)
+    assert again.points == again.max_points > 0, {t.id: t.status for t in again.tests}
+    assert not any(alive(pid) for pid in forked_ahead), "each child serves one check"
+    assert not learner_module_loaded(path)
+    child.prepare()
+    dropped = [c.pid for c in child._ready]
+    child.discard()
+    assert child._ready == [] and not any(alive(pid) for pid in dropped)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_shares_balance_the_measured_times():

@@ -157,3 +157,31 @@ def watch_plot(module, log_path, png_path):
     return [{"top": float(ax.get_position().y1), "xscale": ax.get_xscale(),
              "lines": [[list(map(float, line.get_xdata())), list(map(float, line.get_ydata()))]
                        for line in ax.get_lines()]} for ax in axes]
+
+
+def warm_up():
+    """Run once by `grader watch`, in its own process, before its first check (never while
+    grading): the libraries' first calls that every check would otherwise pay again (a tiny model
+    built, stepped under autocast, saved and read back; transformers' schedules imported), so that
+    each check, forked from that process, finds them done. It runs none of your code."""
+    import tempfile
+
+    from transformers import get_cosine_schedule_with_warmup
+
+    with torch.random.fork_rng(), tempfile.TemporaryDirectory() as folder:
+        tiny = LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                           num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8)
+        tiny.save_pretrained(folder)
+        model = AutoModelForCausalLM.from_config(LlamaConfig.from_pretrained(folder), dtype=torch.float32)
+        adam = torch.optim.AdamW(model.parameters())
+        get_cosine_schedule_with_warmup(adam, 1, 2).step()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(input_ids=torch.tensor([[1, 2, 3]])).logits.float().sum().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        adam.step()
+        with torch.no_grad():
+            model.eval()(input_ids=torch.tensor([[3, 2]]))
+        torch.save(adam.state_dict(), f"{folder}/adam.pt")
+        torch.load(f"{folder}/adam.pt")
+        model.save_pretrained(folder)
+        AutoModelForCausalLM.from_pretrained(folder)

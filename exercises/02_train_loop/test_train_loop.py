@@ -491,26 +491,17 @@ def test_log_cadence_and_run_record(submission, tmp_path):
         "run.json's tokens: the tokens counted in the loss over all steps"
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(1)
 @pytest.mark.concept("Curves")
 @pytest.mark.timeout(60)
-def test_plot_curves_writes_a_png(submission, tmp_path):
-    """plot_curves turns a log.jsonl into a PNG file"""
-    log = [{"step": s, "loss": 4.0 / s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 10} for s in range(1, 6)]
-    (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
-    submission.plot_curves(str(tmp_path / "log.jsonl"), str(tmp_path / "curves.png"))
-    assert learner_file(tmp_path / "curves.png", tmp_path)[:4] == b"\x89PNG", "no PNG was written"
-
-
-@pytest.mark.points(0.5)
-@pytest.mark.concept("Curves")
-@pytest.mark.timeout(60)
-def test_plot_curves_draws_loss_above_lr_on_log_steps(submission, tmp_path):
-    """two subplots, both with a logarithmic step axis: the loss above, the learning rate below"""
+def test_plot_curves_draws_loss_above_lr_on_log_steps_into_a_png(submission, tmp_path):
+    """plot_curves turns a log.jsonl into a PNG file of two subplots, both with a logarithmic step axis: the loss
+    above, the learning rate below"""
     log = [{"step": s, "loss": 3.0 - math.log(s) / 4, "lr": 5e-4 * min(1.0, s / 6), "grad_norm": 0.5, "tokens": 64}
            for s in range(1, 25)]
     (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     axes = submission.probe(probes.watch_plot, str(tmp_path / "log.jsonl"), str(tmp_path / "curves.png"))
+    assert learner_file(tmp_path / "curves.png", tmp_path)[:4] == b"\x89PNG", "no PNG was written"
     assert len(axes) == 2, f"the saved figure has {len(axes)} axes: two subplots, loss and learning rate"
     def drawing(key):
         values = [e[key] for e in log]

@@ -151,3 +151,32 @@ def sft_run(module, model_dir, train_path, out_dir, kwargs, work_dir, input_ids)
             report["logits"] = model(input_ids=input_ids).logits.float()
         report["base_weights_kept"] = bool(kept) and all(kept)
     return report
+
+
+def warm_up():
+    """Run once by `grader watch`, in its own process, before its first check (never while
+    grading): the libraries' first calls that every check would otherwise pay again (the course's
+    tiny model and tokenizer loaded, an adapter added, stepped, saved, reloaded and merged; a
+    dataset mapped; trainer arguments built), so that each check, forked from that process, finds
+    them done. It runs none of your code."""
+    import tempfile
+
+    from datasets import Dataset
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
+
+    from grader.tasks import DATASETS
+
+    tiny = str(DATASETS / "tiny_llama")
+    AutoTokenizer.from_pretrained(tiny).apply_chat_template([{"role": "user", "content": "2+2?"}], tokenize=True)
+    Dataset.from_list([{"ids": [1, 2]}, {"ids": [3]}]).map(lambda row: {"length": len(row["ids"])})
+    ids = torch.tensor([[1, 5, 20, 30]])
+    with torch.random.fork_rng(), tempfile.TemporaryDirectory() as folder:
+        TrainingArguments(output_dir=folder, use_cpu=True, report_to=[])
+        adapted = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32),
+                                 LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], task_type="CAUSAL_LM"))
+        adapted(input_ids=ids, labels=ids).loss.backward()
+        adapted.save_pretrained(folder)
+        reloaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32), folder)
+        with torch.no_grad():
+            reloaded.eval().merge_and_unload()(input_ids=ids)

@@ -407,12 +407,12 @@ def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, 
     """three steps: LoraConfig(r=16, alpha=32, dropout=0.05, all-linear, CAUSAL_LM) saved, LoRA weights only in the
     file, the base weights unchanged, nothing written outside out_dir"""
     from safetensors import safe_open
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[8:32]
+    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[8:20]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
     (tmp_path / "work").mkdir()
     ids = torch.tensor([[1, 5, 20, 30, 7, 6]])
     seen = submission.probe(probes.sft_run, TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "out"),
-                            {"max_steps": 3, "learning_rate": 2e-3, "batch_size": 8}, str(tmp_path / "work"), ids)
+                            {"max_steps": 3, "learning_rate": 2e-3, "batch_size": 4}, str(tmp_path / "work"), ids)
     assert seen["left_in_work_dir"] == [], (f"the run wrote {seen['left_in_work_dir']} into the working directory: "
                                             "give the trainer an output_dir inside out_dir")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "train.jsonl", "work"], \
@@ -445,16 +445,16 @@ def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, 
 @pytest.mark.concept("Does it learn?")
 @pytest.mark.timeout(300)
 def test_a_few_steps_lower_the_loss_and_the_adapter_reloads(submission, tmp_path):
-    """six steps of 8 conversations at 3e-3: the loss falls, and the saved adapter, reloaded with peft (and merged),
+    """six steps of 4 conversations at 3e-3: the loss falls, and the saved adapter, reloaded with peft (and merged),
     gives the logits the trained model gave"""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[100:148]
+    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[100:124]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
     (tmp_path / "work").mkdir()
     ids = torch.tensor([[1, 5, 40, 90, 120, 7, 6]])
     seen = submission.probe(probes.sft_run, TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "out"),
-                            {"max_steps": 6, "learning_rate": 3e-3, "batch_size": 8}, str(tmp_path / "work"), ids)
+                            {"max_steps": 6, "learning_rate": 3e-3, "batch_size": 4}, str(tmp_path / "work"), ids)
     losses = seen["result"]["train_loss"]
     assert len(losses) == 6 and losses[-1] < 0.8 * losses[0], \
         f"training losses {[round(x, 2) for x in losses]}: six steps at 3e-3 bring the reply loss well down"

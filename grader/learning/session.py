@@ -8,6 +8,10 @@ does (never import, loop, crash, leak) dies with them. Every child collects the 
 takes its share by the longest each test has taken in earlier checks (`shares_of`: the longest
 first, each to the child with the least work so far), so the shares need no talking and end close
 together.
+The next check's children are forked ahead (`prepare`, once a check has ended): each starts
+pytest and collects the visible tests, then waits for the word to run them, so that a save costs
+only the tests. They have not loaded the learner's module (its tests load it, after the word):
+each child still serves one check and dies with it.
 Each child tells the parent, over a pipe, each test as it starts (with its time limit) and each
 result as it ends; the parent is the watchdog: a test that outlives its own time limit gets its
 child killed, and the report says which test it was, with the results of the tests before it
@@ -22,6 +26,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -62,33 +67,58 @@ class CheckChild:
             (self.workdir / f"tmp{share}").mkdir(parents=True, exist_ok=True)    # pytest makes only the last level
         self.runs = 0
         self.durations: dict[str, float] = {}      # test id -> the longest it has taken in a check
+        self._ready: list[_Child] = []             # the next check's children, forked ahead
 
-    def arguments(self, share: int = 0) -> tuple[list[str], Path]:
-        """pytest's arguments for one child of the current check (the visible suite, in-process,
+    def arguments(self, share: int, run: int) -> tuple[list[str], Path]:
+        """pytest's arguments for one child of check number `run` (the visible suite, in-process,
         seed 0 as `grader check` uses) and where its score report lands."""
         out_dir = self.workdir / f"out{share}"
         job = GradingRun(self.impl, [self.task], hidden=False, backend="inprocess", seed=0)
-        args = job.sessions(out_dir, self.workdir / f"tmp{share}", f"watch-{os.getpid()}-{self.runs}")[0]
+        args = job.sessions(out_dir, self.workdir / f"tmp{share}", f"watch-{os.getpid()}-{run}")[0]
         return args, out_dir / PARTS / f"{self.task.name}.json"
 
-    def check(self, on_test=None, cancelled=lambda: False) -> CheckResult:
-        """One check. `on_test(title, limit_s)` is told each test as it starts; `cancelled()` is
-        asked as the check runs, and a True drops it (the children killed, the result marked so)."""
-        self.runs += 1
-        started, parent = time.monotonic(), os.getpid()
+    def prepare(self) -> None:
+        """Fork the next check's children now (they collect the tests and wait): call it once a
+        check has ended and the watcher holds what the next one should find loaded."""
+        self.discard()
+        self._ready = self._fork()
+
+    def discard(self) -> None:
+        """Drop the children forked ahead (a visible test file changed, or the watcher leaves)."""
+        for child in self._ready:
+            os.close(child.go_fd)
+            os.close(child.read_fd)
+            _reap(child.pid)
+        self._ready = []
+
+    def _fork(self) -> list[_Child]:
+        parent, run = os.getpid(), self.runs + 1
         children: list[_Child] = []
         for share in range(self.shares):
-            args, report_path = self.arguments(share)
+            args, report_path = self.arguments(share, run)
             report_path.unlink(missing_ok=True)
             read_fd, write_fd = os.pipe()
+            go_read_fd, go_fd = os.pipe()
             log_path = self.workdir / ("pytest.log" if share == 0 else f"pytest-{share}.log")
             pid = os.fork()
             if pid == 0:                                    # the child: never returns
-                for fd in (read_fd, *(c.read_fd for c in children)):
+                for fd in (read_fd, go_fd, *(end for c in children for end in (c.read_fd, c.go_fd))):
                     os.close(fd)
-                _child(args, write_fd, log_path, parent, (share, self.shares, self.durations))
+                _child(args, write_fd, go_read_fd, log_path, parent, (share, self.shares, self.durations))
             os.close(write_fd)
-            children.append(_Child(pid, read_fd, report_path, log_path))
+            os.close(go_read_fd)
+            children.append(_Child(pid, read_fd, go_fd, report_path, log_path))
+        return children
+
+    def check(self, on_test=None, cancelled=lambda: False) -> CheckResult:
+        """One check, on the children forked ahead if there are (else forked now). `on_test(title,
+        limit_s)` is told each test as it starts; `cancelled()` is asked as the check runs, and a
+        True drops it (the children killed, the result marked so)."""
+        children, self._ready = self._ready or self._fork(), []
+        self.runs += 1
+        started = time.monotonic()
+        for child in children:
+            child.go()
         try:
             _follow(children, on_test, cancelled)
         finally:
@@ -133,7 +163,7 @@ def _merged(reports: list[ScoreReport], order: list[str], task_name: str) -> Sco
                    stopped_early=next((report.stopped_early for report, _ in found if report.stopped_early), None))
 
 
-def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int, share: tuple[int, int, dict]) -> None:
+def _child(args: list[str], pipe_fd: int, go_fd: int, log_path: Path, parent: int, share: tuple[int, int, dict]) -> None:
     code = 3
     try:
         die_with_parent(parent)
@@ -143,7 +173,7 @@ def _child(args: list[str], pipe_fd: int, log_path: Path, parent: int, share: tu
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
         os.dup2(log, 2)          # never onto the watcher's screen
-        code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"), *share)]))
+        code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"), *share, go_fd=go_fd)]))
     finally:
         os._exit(code)
 
@@ -159,12 +189,14 @@ def _one_torch_thread() -> None:
 
 class ChildReporter:
     """The child's side (a pytest plugin): it keeps its share of the collected tests (and tells the
-    parent the suite's order), then each test's start and result, one JSON line each; a test that
-    ran past its time limit ends the session (the learner's loop would hang the next tests too),
-    and the last report lists every test of the share, run or not."""
+    parent the suite's order), waits for the word to run them (`go_fd`), then tells each test's
+    start and result, one JSON line each; a test that ran past its time limit ends the session
+    (the learner's loop would hang the next tests too), and the last report lists every test of
+    the share, run or not."""
 
-    def __init__(self, pipe, share: int = 0, shares: int = 1, durations: dict[str, float] | None = None):
-        self.pipe = pipe
+    def __init__(self, pipe, share: int = 0, shares: int = 1, durations: dict[str, float] | None = None,
+                 go_fd: int | None = None):
+        self.pipe, self.go_fd = pipe, go_fd
         self.share, self.shares, self.durations = share, shares, durations or {}
         self.session: pytest.Session | None = None
         self.loaded_before = set(sys.modules)
@@ -184,6 +216,18 @@ class ChildReporter:
             mine = shares_of(order, self.durations, self.shares)[self.share]
             config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in mine])
             items[:] = [item for item in items if item.nodeid in mine]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        """Collected: wait for the word. The pipe closed without it: the check was dropped before
+        it began, and the child leaves without a result."""
+        if self.go_fd is None:
+            return
+        word = os.read(self.go_fd, 1)
+        os.close(self.go_fd)
+        if not word:
+            os._exit(0)
+        grading_session(session.config).started = datetime.now(UTC)     # the run record's start: now
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -208,6 +252,9 @@ class ChildReporter:
             if session.shouldstop == STOPPED_AT_TIMEOUT:
                 report.problems = [*grading.problems, STOPPED_AT_TIMEOUT]
             write_report(report, Path(path))
+
+    def pytest_unconfigure(self, config):
+        """Last, after the terminal's summary: what the check loaded that the watcher had not."""
         self._send({"imported": [name for name, module in list(sys.modules.items())
                                  if name not in self.loaded_before and is_library_module(module)]})
 
@@ -227,10 +274,18 @@ class _Followed:
 class _Child:
     pid: int
     read_fd: int
+    go_fd: int              # the parent's end of the pipe that tells the child to run its tests
     report_path: Path
     log_path: Path
     state: _Followed = field(default_factory=_Followed)
     ending: str | None = None       # "exited", "timeout", "cancelled" or "signal NAME", once it has ended
+
+    def go(self) -> None:
+        try:
+            os.write(self.go_fd, b"1")
+        except BrokenPipeError:        # it ended before the word (its tests did not collect): `_follow` reads why
+            pass
+        os.close(self.go_fd)
 
     def take(self, chunk: bytes, on_test) -> None:
         *lines, self.state.pending = (self.state.pending + chunk).split(b"\n")

@@ -4,13 +4,16 @@ Only installed libraries and the course's own code, never the learner's module: 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
+import io
 import logging
 import sys
 import sysconfig
 from pathlib import Path
 
+from grader.reports import record
 from grader.tasks import SOLUTIONS, Task, locate_module
 
 log = logging.getLogger(__name__)
@@ -69,18 +72,26 @@ def import_quietly(names) -> None:
 
 def warm_up(task: Task, impl: Path) -> None:
     """pytest, the libraries every suite needs, those the task's visible tests, probes and modules
-    import (the learner's and the reference's, read, not run), and the visible tests' probes."""
+    import (the learner's and the reference's, read, not run), the visible tests' probes and their
+    own `warm_up()` where they have one (the libraries' first calls, made once here), and what
+    every check's report reads (the run record's package versions)."""
     from grader.running.pool import BASE_LIBRARIES
     from grader.worker.loading import sibling_module
     files = [*sorted(task.exercise_dir.glob("test_*.py")), task.exercise_dir / "probes.py",
              locate_module(impl, task), SOLUTIONS / task.name / f"{task.module}.py"]
     import_quietly(["pytest", *BASE_LIBRARIES, *(name for path in files for name in imports_of(path))])
+    if "torch" in sys.modules:      # as each check's child runs it (see grader.learning.session)
+        sys.modules["torch"].set_num_threads(1)
     if (task.exercise_dir / "probes.py").is_file():
         try:       # the course's helpers, loaded by path as the tests load them: the tests find them cached
-            sibling_module(str(task.exercise_dir / "probes.py"), "probes")
+            probes = sibling_module(str(task.exercise_dir / "probes.py"), "probes")
+            if hasattr(probes, "warm_up"):
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    probes.warm_up()     # the libraries' progress bars and notices are not for this screen
         except Exception as exc:
-            log.debug("the probes of %s not loaded ahead: %s", task.name, exc)
+            log.debug("the probes of %s not loaded (or warmed) ahead: %s", task.name, exc)
     draw_once()
+    record.package_versions()
 
 
 def draw_once() -> None:
@@ -89,8 +100,6 @@ def draw_once() -> None:
     if "matplotlib" not in sys.modules:
         return
     try:
-        import io
-
         from matplotlib.figure import Figure
         figure = Figure()
         axes = figure.subplots(2, 1)

@@ -13,7 +13,6 @@ import queue
 import signal
 import tempfile
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -29,6 +28,9 @@ from grader.tasks import Task, all_tasks, locate_module
 SETTLE_MS = 50
 # A burst that never settles (a formatter rewriting the file) is yielded after this long anyway.
 BURST_LIMIT_MS = 400
+# The spinner while a check runs redraws this often: slow enough to leave both cores to the check's
+# children (rich's default, 12.5, costs a check about a tenth of a second on two cores).
+CHECK_SPINNER_HZ = 4
 
 
 def default_task(progress_by_task: dict) -> Task:
@@ -47,7 +49,7 @@ class Watcher:
     def __init__(self, task: Task, impl: Path, console: Console, lang: str):
         self.task, self.impl, self.console, self.lang = task, Path(impl), console, lang
         self.module_path = locate_module(self.impl, task)
-        self.saves: queue.Queue[float] = queue.Queue()
+        self.saves: queue.Queue[bool] = queue.Queue()     # each save: whether a visible test file changed
         self.stop = threading.Event()
         self.hint: Hint | None = None          # the hint offered last, shown until its concept passes
 
@@ -61,10 +63,14 @@ class Watcher:
         try:
             with tempfile.TemporaryDirectory(prefix="grader-watch-") as workdir:
                 child = CheckChild(self.task, self.impl, Path(workdir))
-                self.saves.put(time.monotonic())            # a first check at once
-                while True:
-                    self._wait_for_save()
-                    self._check(child)
+                try:
+                    self.saves.put(False)            # a first check at once
+                    while True:
+                        if self._wait_for_save():    # the children forked ahead collected the old tests
+                            child.discard()
+                        self._check(child)
+                finally:
+                    child.discard()
         except KeyboardInterrupt:
             pass
         finally:
@@ -78,24 +84,27 @@ class Watcher:
         names = watched_names(self.task)
         folder = self.module_path.parent
         only_ours = lambda change, path: Path(path).name in names      # noqa: E731 (a filter, one line)
-        for _ in watchfiles.watch(folder, watch_filter=only_ours, step=SETTLE_MS, debounce=BURST_LIMIT_MS,
-                                  stop_event=self.stop, raise_interrupt=False):
-            self.saves.put(time.monotonic())
+        for changes in watchfiles.watch(folder, watch_filter=only_ours, step=SETTLE_MS, debounce=BURST_LIMIT_MS,
+                                        stop_event=self.stop, raise_interrupt=False):
+            self.saves.put(any(Path(path).name != self.module_path.name for _, path in changes))
 
-    def _wait_for_save(self) -> None:
+    def _wait_for_save(self) -> bool:
+        """Wait for a save (several while the last check ran make one check): whether a visible
+        test file was among them."""
         while True:
             try:
-                self.saves.get(timeout=0.5)      # a timeout, so that Ctrl-C is seen at once
+                tests_changed = self.saves.get(timeout=0.5)      # a timeout, so that Ctrl-C is seen at once
                 break
             except queue.Empty:
                 continue
-        while not self.saves.empty():             # several saves while the last check ran: one check
-            self.saves.get_nowait()
+        while not self.saves.empty():
+            tests_changed |= self.saves.get_nowait()
+        return tests_changed
 
     def _check(self, child) -> None:
         from grader.learning import hints, progress
         from grader.learning.screen import check_screen
-        with self.console.status(f"checking {self.module_path.name}") as status:
+        with self.console.status(f"checking {self.module_path.name}", refresh_per_second=CHECK_SPINNER_HZ) as status:
             result = child.check(on_test=lambda name, limit: status.update(f"checking: {name} (limit {limit:g} s)"),
                                  cancelled=lambda: not self.saves.empty())
         if result.cancelled:            # a newer save: its check comes next
@@ -116,6 +125,7 @@ class Watcher:
         self.console.clear()
         self.console.print(check_screen(result.report, self.task.name, header, self.hint, footer))
         import_quietly(result.imported)       # what this check loaded beyond the warm-up: warm for the next
+        child.prepare()                       # the next check's children, waiting for the next save
 
 
 def watch(task: Task, impl: Path, console: Console, lang: str) -> int:

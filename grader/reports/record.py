@@ -2,6 +2,7 @@
 version, seed, environment, metrics. With these, re-running a grading is one command."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -53,16 +54,24 @@ def data_version(datasets_dir: Path = DATASETS) -> str | None:
 
 def environment() -> dict:
     env = {"python": platform.python_version(), "platform": platform.platform(),
-           "cpu_count": os.cpu_count(), "executable": Path(sys.executable).name}
-    for name in _PACKAGES:
-        try:
-            env[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            env[name] = None
+           "cpu_count": os.cpu_count(), "executable": Path(sys.executable).name, **package_versions()}
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
         env["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return env
+
+
+@functools.cache
+def package_versions() -> dict[str, str | None]:
+    """The versions of the packages that grade, as installed: read once per process (two dozen
+    metadata files; a watcher reads them before its first check, and each check finds them)."""
+    versions: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def run_record(*, run_id: str, started: datetime, finished: datetime, commit: str | None,
