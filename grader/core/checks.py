@@ -154,7 +154,7 @@ def assert_close(got, expected, *, what: str, rtol: float, atol: float, tensor: 
         index = _index(np.unravel_index(np.argmax(excess), excess.shape))
         raise AssertionError(
             f"{what}: {int((excess > 0).sum())} of {excess.size} values differ from the reference "
-            f"(tolerance {atol:g} + {rtol:g} * |reference|); the worst at index {index}: "
+            f"(tolerance {atol:g} + {rtol:g} * |reference|){_at('the worst', index)}: "
             f"got {g[index]:.10g}, expected {e[index]:.10g}, max abs error {np.max(error):.3g}")
 
 
@@ -166,8 +166,8 @@ def assert_equal(got, expected, *, what: str, tensor: bool = False) -> None:
     mismatch = g != e
     if mismatch.any():
         index = _index(np.argwhere(mismatch)[0])
-        raise AssertionError(f"{what}: {int(mismatch.sum())} of {mismatch.size} entries differ; the first at "
-                             f"index {index}: got {g[index]!r}, expected {e[index]!r}")
+        raise AssertionError(f"{what}: {int(mismatch.sum())} of {mismatch.size} entries differ"
+                             f"{_at('the first', index)}: got {plain(g[index])}, expected {plain(e[index])}")
 
 
 LEARNER_FILE_BYTES = 16 << 20       # the largest file a test reads back from learner code (logs, records, plots)
@@ -237,3 +237,13 @@ def _refused_as_failure(path, within, limit: int = 0):
 
 def _index(position) -> tuple[int, ...]:
     return tuple(int(i) for i in position)
+
+
+def _at(which: str, index: tuple[int, ...]) -> str:
+    """Where in a result a mismatch lies ("; the first at index (0, 2)"); nothing for a single value."""
+    return f"; {which} at index {index}" if index else ""
+
+
+def plain(value) -> str:
+    """A value as the learner would write it: 8.0 and True, not np.float64(8.0) and np.True_."""
+    return repr(value.item() if isinstance(value, np.generic) else value)

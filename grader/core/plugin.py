@@ -34,7 +34,7 @@ from grader.core.outcome import (
 from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
 from grader.reports.record import git_commit, new_run_id, run_record
-from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, write_report
+from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, failure_text, write_report
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
 from grader.worker.loading import StudentImportError, function_location
 
@@ -299,6 +299,12 @@ def _task_of(item) -> Task:
     return task
 
 
+def _learner_frames(excinfo) -> list[dict]:
+    """The learner's own frames of what their code raised, the outermost first ([] otherwise)."""
+    exc = excinfo.value if excinfo is not None else None
+    return list(exc.info.get("frames") or []) if isinstance(exc, StudentError) else []
+
+
 def _learner_location(item, excinfo) -> dict | None:
     """The learner's line a failure points at: the deepest frame of their file when their code
     raised, else the `def` of the last function of theirs the test called (whose result was
@@ -349,6 +355,9 @@ class ReportHooks:
         report = yield
         if _in_task(item):
             self.grading.observe(item, call.when, report, call.excinfo)
+            result = self.grading.results[item.nodeid]
+            if report.failed and result.suite == "visible" and not item.config.option.fulltrace:
+                report.longrepr = failure_text(result, _learner_frames(call.excinfo))
         return report
 
     @pytest.hookimpl(wrapper=True)

@@ -92,19 +92,35 @@ def learner_source(student_file: Path) -> str:
 
 
 def function_location(student_file: Path, function: str) -> dict | None:
-    """Where the learner's module defines `function` (its last top-level `def`), found by
-    parsing the file, never by running it; None when it defines none."""
+    """The line of the learner's module that gave `function`'s result: its one `return` (in its
+    last top-level `def`; nested functions' returns are theirs), or the `def` when it returns
+    from several lines or none. Found by parsing the file, never by running it; None when the
+    module defines no such function."""
     try:
         source = learner_source(student_file)
         tree = ast.parse(source)
     except (OSError, ValueError, SyntaxError):
         return None
     lines = source.splitlines()
-    found = [node.lineno for node in tree.body
+    found = [node for node in tree.body
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function]
     if not found:
         return None
-    return {"line": found[-1], "function": function, "code": lines[found[-1] - 1].strip()}
+    returns = _returns_of(found[-1])
+    line = returns[0].lineno if len(returns) == 1 else found[-1].lineno
+    return {"line": line, "function": function, "code": lines[line - 1].strip()}
+
+
+def _returns_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The `return` statements of `function` itself, not of the functions or classes inside it."""
+    returns, pending = [], list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+    return returns
 
 
 def plain_error(student_file: Path, type_name: str, message: str) -> dict:

@@ -18,10 +18,12 @@ ACCENTED = "    # Schéma: scores = einsum(q, k) / sqrt(d), then softmax\n"    #
 
 
 def latin1_reference(folder: Path) -> Path:
-    """The reference, its softmax's `def` line commented with an accented letter, saved in Latin-1."""
+    """The reference, its softmax's `return` line commented with an accented letter, saved in Latin-1."""
     head, rest = hostile.REFERENCE.split("def softmax(", 1)
     signature, body = rest.split("\n", 1)
-    source = CODING + head + "def softmax(" + signature + "  # é\n" + ACCENTED + body
+    assert "not 0 / 0\n" in body.split("\ndef ", 1)[0], "softmax's return line changed: mark another"
+    body = body.replace("not 0 / 0\n", "not 0 / 0  # é\n", 1)
+    source = CODING + head + "def softmax(" + signature + "\n" + ACCENTED + body
     module = folder / hostile.TASK / "attention.py"
     module.parent.mkdir(parents=True)
     module.write_bytes(source.encode("latin-1"))
