@@ -44,17 +44,19 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
 
 @pytest.mark.e2e
 def test_learner_failures_show_the_learners_line_and_full_trace_shows_everything():
-    """A stub's failure in `pytest exercises/NN`: the test's line, the learner's line and the
-    message; the grader's dispatch frames only with --full-trace."""
+    """A stub's failure in `pytest exercises/NN`: the message, the README section to reread and
+    the learner's line; the test's code and the grader's dispatch frames only with --full-trace."""
     def pytest_run(*extra):
         return subprocess.run([sys.executable, "-m", "pytest", "exercises/01_einsum_attention", "-x",
                                "-p", "no:cacheprovider", *extra], cwd=COURSE_ROOT, capture_output=True, text=True,
                               timeout=600).stdout
     short = pytest_run()
-    assert "exercises/01_einsum_attention/attention.py:19: StudentError" in short
-    assert 'raise NotImplementedError(\'see README.md, section "Stable softmax"\')' in short
+    assert 'Your line 19, in softmax: raise NotImplementedError(\'see README.md, section "Stable softmax"\')' in short
+    assert 'softmax() is not implemented yet: see README.md, section "Stable softmax"' in short
     assert "grader/core/submission.py" not in short and "grader/worker/loading.py" not in short
-    assert "grader/core/submission.py" in pytest_run("--full-trace")
+    assert "def test_" not in short
+    full = pytest_run("--full-trace")
+    assert "grader/core/submission.py" in full and "def test_" in full
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -25,6 +25,7 @@ import select
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +47,7 @@ POLL_S = 0.05           # how often the parent looks at a running child: well un
 STOPPED_AT_TIMEOUT = "stopped after a test ran past its time limit: the tests after it were not run"
 SHARES = 2              # children per check, at most one per core
 UNTIMED_S = 0.1         # what a test not timed yet counts for in the shares
+ENDINGS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}     # how a person or the system ends a watcher
 
 
 @dataclass
@@ -81,7 +83,8 @@ class CheckChild:
         """Fork the next check's children now (they collect the tests and wait): call it once a
         check has ended and the watcher holds what the next one should find loaded."""
         self.discard()
-        self._ready = self._fork()
+        with _endings_held():
+            self._ready = self._fork()
 
     def discard(self) -> None:
         """Drop the children forked ahead (a visible test file changed, or the watcher leaves)."""
@@ -114,7 +117,10 @@ class CheckChild:
         """One check, on the children forked ahead if there are (else forked now). `on_test(title,
         limit_s)` is told each test as it starts; `cancelled()` is asked as the check runs, and a
         True drops it (the children killed, the result marked so)."""
-        children, self._ready = self._ready or self._fork(), []
+        if not self._ready:
+            with _endings_held():
+                self._ready = self._fork()
+        children, self._ready = self._ready, []
         self.runs += 1
         started = time.monotonic()
         for child in children:
@@ -167,8 +173,9 @@ def _child(args: list[str], pipe_fd: int, go_fd: int, log_path: Path, parent: in
     code = 3
     try:
         die_with_parent(parent)
-        for ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # Ctrl-C at the terminal ends the
-            signal.signal(ending, signal.SIG_DFL)                          # check at once (not the watcher's way)
+        for ending in ENDINGS:                      # Ctrl-C at the terminal ends the check at once
+            signal.signal(ending, signal.SIG_DFL)   # (not the watcher's way), once they are let through
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDINGS)
         _one_torch_thread()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
@@ -176,6 +183,18 @@ def _child(args: list[str], pipe_fd: int, go_fd: int, log_path: Path, parent: in
         code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"), *share, go_fd=go_fd)]))
     finally:
         os._exit(code)
+
+
+@contextmanager
+def _endings_held():
+    """Ctrl-C, a hang-up or a kill held back while children are forked, and let through after, with
+    the children recorded: one that came inside a fork's own handlers (logging's locks) would be
+    swallowed there, and one that came between two forks would leave a child nobody reaps."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, ENDINGS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDINGS)
 
 
 def _one_torch_thread() -> None:

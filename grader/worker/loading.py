@@ -113,7 +113,8 @@ def function_location(student_file: Path, function: str) -> dict | None:
 
 def _returns_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
     """The `return` statements of `function` itself, not of the functions or classes inside it."""
-    returns, pending = [], list(function.body)
+    returns: list[ast.Return] = []
+    pending: list[ast.AST] = list(function.body)
     while pending:
         node = pending.pop()
         if isinstance(node, ast.Return):
