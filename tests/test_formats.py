@@ -85,6 +85,16 @@ def test_the_hand_written_report_adds_up(report):
     assert [t.lost for t in report.tests()] == [False, True, True, True, False, True, False, True]
 
 
+def test_a_report_reads_back_as_written_and_refuses_a_status_it_does_not_know(report, tmp_path):
+    write_report(report, tmp_path / "r.json")
+    assert score_report.read_report(tmp_path / "r.json").to_json() == report.to_json()
+    data = report.to_json()
+    data["tasks"][0]["tests"][0]["status"] = "passed-ish"
+    (tmp_path / "odd.json").write_text(json.dumps(data))
+    with pytest.raises(score_report.ReportError, match="passed-ish"):
+        score_report.read_report(tmp_path / "odd.json")
+
+
 # ---------------------------------------------------------------- JUnit XML
 
 def test_junit_xml_parses_back_to_the_report(report):

@@ -10,7 +10,7 @@ import json
 import math
 
 from grader.core.submission import StudentError, SubmissionFailure
-from grader.reports.report import NOT_GRADED
+from grader.reports.report import NOT_GRADED, Status
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 
@@ -22,7 +22,7 @@ ARTIFACT_LIMIT = 64 * 1024      # bytes of JSON per artifact: a curve or a table
 
 
 def phase_outcome(when: str, report, excinfo, hidden: bool, broken: SubmissionFailure | None = None,
-                  gpu: bool = False) -> tuple[str, str, bool] | None:
+                  gpu: bool = False) -> tuple[Status, str, bool] | None:
     """(status, feedback, graded) for one phase, or None when the phase passed. `broken` is how
     the learner's process died or hung during the test, if it did: that is the reason the test
     failed, whatever the test raised after it (a property-based test that replays its examples
@@ -40,7 +40,7 @@ def phase_outcome(when: str, report, excinfo, hidden: bool, broken: SubmissionFa
     return exception_outcome(when, exc, hidden)
 
 
-def exception_outcome(when: str, exc: BaseException | None, hidden: bool) -> tuple[str, str, bool]:
+def exception_outcome(when: str, exc: BaseException | None, hidden: bool) -> tuple[Status, str, bool]:
     """(status, feedback, graded) for a phase that raised `exc` (None: no exception info)."""
     if isinstance(exc, StudentImportError):
         return "error", str(exc), True

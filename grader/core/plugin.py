@@ -34,9 +34,17 @@ from grader.core.outcome import (
 from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
 from grader.reports.record import git_commit, new_run_id, run_record
-from grader.reports.report import ModuleInfo, ScoreReport, TaskResult, TestResult, failure_text, write_report
+from grader.reports.report import (
+    Isolation,
+    ModuleInfo,
+    ScoreReport,
+    TaskResult,
+    TestResult,
+    failure_text,
+    write_report,
+)
 from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
-from grader.worker.loading import StudentImportError, function_location
+from grader.worker.loading import Location, StudentImportError, function_location
 
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
@@ -264,7 +272,7 @@ def time_limit(item) -> float:
     return _test_timeout(item)
 
 
-def _isolation(backend: str, wanted: str) -> dict:
+def _isolation(backend: str, wanted: str) -> Isolation:
     """Where learner code runs this session, and why: the report's `isolation`."""
     if backend == "inprocess":
         return {"level": "in-process", "reason": "self-check: learner code runs in the test process"}
@@ -305,14 +313,14 @@ def _learner_frames(excinfo) -> list[dict]:
     return list(exc.info.get("frames") or []) if isinstance(exc, StudentError) else []
 
 
-def _learner_location(item, excinfo) -> dict | None:
+def _learner_location(item, excinfo) -> Location | None:
     """The learner's line a failure points at: the deepest frame of their file when their code
     raised, else the `def` of the last function of theirs the test called (whose result was
     wrong, or which hung or crashed its worker)."""
     exc = excinfo.value if excinfo is not None else None
     if isinstance(exc, StudentError) and exc.info.get("frames"):
         frame = exc.info["frames"][-1]
-        return {"line": frame["line"], "function": frame["function"], "code": frame["code"]}
+        return Location(line=frame["line"], function=frame["function"], code=frame["code"])
     submission = item.stash.get(_SUBMISSION, None)
     if submission is None or submission.last_called is None:
         return None

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
-from grader.reports.report import OUT_OF_MEMORY
+from grader.reports.report import OUT_OF_MEMORY, Status
 from grader.tasks import COURSE_ROOT
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking
@@ -36,7 +36,7 @@ HOST_ENDINGS_ALLOWED = 2
 
 class SubmissionFailure(Exception):
     """Base of the ways a call into learner code can fail; the report's status comes from the class."""
-    status = "failed"
+    status: Status = "failed"
 
 
 class StudentError(SubmissionFailure):

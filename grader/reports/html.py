@@ -66,8 +66,8 @@ def report_html(report: ScoreReport) -> str:
     run = report.run
     meta = [f"submission {report.submission.get('path', '?')}", f"run {run.get('run_id', '?')}",
             f"started {run.get('started_at', '?')}"]
-    if run.get("data_version"):
-        meta.append(f"data {run['data_version'][:12]}")
+    if data_version := run.get("data_version"):
+        meta.append(f"data {data_version[:12]}")
     if (report.isolation or {}).get("level"):
         meta.append(f"isolation {report.isolation['level']}")
     body = ["<h1>Score report</h1>", f'<p class="meta">{escape(" · ".join(meta))}</p>',

@@ -12,6 +12,7 @@ import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import TypedDict
 
 from grader.tasks import DATASETS
 
@@ -74,8 +75,23 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+class RunRecord(TypedDict, total=False):
+    """The experiment record of a grading (the report's `run`; empty for a grading that produced
+    no report of its own)."""
+    run_id: str
+    started_at: str
+    finished_at: str | None
+    duration_s: float
+    commit: str | None
+    config: dict
+    data_version: str | None
+    seed: int
+    environment: dict
+    metrics: dict
+
+
 def run_record(*, run_id: str, started: datetime, finished: datetime, commit: str | None,
-               config: dict, seed: int, metrics: dict) -> dict:
+               config: dict, seed: int, metrics: dict) -> RunRecord:
     return {"run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
             "finished_at": finished.isoformat(timespec="seconds"),
             "duration_s": round((finished - started).total_seconds(), 3), "commit": commit,
@@ -83,16 +99,16 @@ def run_record(*, run_id: str, started: datetime, finished: datetime, commit: st
             "environment": environment(), "metrics": metrics}
 
 
-def combined_run(runs: list[dict], total, tests: int) -> dict:
+def combined_run(runs: list[RunRecord], total, tests: int) -> RunRecord:
     """The record of a grading run in parts (one session per task): the first part's, with the
     whole run's end, duration, tasks and metrics."""
     first, last = runs[0], runs[-1]
-    record = {**first, "finished_at": last.get("finished_at"),
-              "duration_s": round(sum(run.get("duration_s") or 0 for run in runs), 3)}
+    record = RunRecord(**first)
+    record["finished_at"] = last.get("finished_at")
+    record["duration_s"] = round(sum(run.get("duration_s") or 0 for run in runs), 3)
     record["config"] = {**first.get("config", {}),
                         "tasks": [t for run in runs for t in run.get("config", {}).get("tasks", [])]}
-    startups = [run.get("metrics", {}).get("worker_startup_s") for run in runs]
-    startups = [s for s in startups if s is not None]
+    startups = [startup for run in runs if (startup := run.get("metrics", {}).get("worker_startup_s")) is not None]
     record["metrics"] = {**first.get("metrics", {}), "score": total.points, "max_score": total.max_points,
                          "percent": total.percent, "tests": tests,
                          "worker_startup_s": max(startups) if startups else None}

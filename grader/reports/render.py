@@ -41,10 +41,10 @@ def score_lines(report: ScoreReport) -> list[tuple[str, bool]]:
 def report_table(report: ScoreReport) -> Table:
     run, submission = report.run, report.submission
     caption = f"run {run.get('run_id', '?')}"
-    if submission.get("commit"):
-        caption += f" · submission commit {submission['commit'][:12]}"
-    if run.get("data_version"):
-        caption += f" · data {run['data_version'][:12]}"
+    if commit := submission.get("commit"):
+        caption += f" · submission commit {commit[:12]}"
+    if data_version := run.get("data_version"):
+        caption += f" · data {data_version[:12]}"
     table = Table(title=f"Score report: {escape(str(submission.get('path', '?')))}", caption=escape(caption))
     table.add_column("task")
     table.add_column("points", justify="right")

@@ -33,13 +33,16 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Literal, TypedDict, get_args
 
-from grader.reports.record import combined_run
+from grader.reports.record import RunRecord, combined_run
+from grader.worker.loading import Location
 
 SCHEMA = "l1-exercises/score-report"
 REPORT_NAME = "score_report.json"        # a grading's report, in its folder
 SCHEMA_VERSION = 1
-STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed")
+Status = Literal["passed", "failed", "error", "skipped", "timeout", "crashed"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 
 # The words every format uses (terminal, HTML, JUnit, Gradescope, PrairieLearn, GitHub, the watcher).
@@ -52,7 +55,20 @@ def not_graded_note(points: float) -> str:
             "total, not counted as failed.")
 
 
-def location_text(location: dict) -> str:
+class Isolation(TypedDict, total=False):
+    """Where learner code ran and why (the report's `isolation`)."""
+    level: str          # "sandbox", "uid", "none" or "in-process"
+    reason: str
+    limits: dict        # what the sandbox enforced, per limit
+
+
+class SubmissionInfo(TypedDict, total=False):
+    """Which tree was graded (the report's `submission`)."""
+    path: str
+    commit: str | None
+
+
+def location_text(location: Location) -> str:
     """The learner's line a lost test points at, as every format says it."""
     return f"Your line {location['line']}, in {location['function']}: {location['code']}"
 
@@ -83,16 +99,16 @@ class TestResult:
     task: str
     suite: str                  # "visible" or "hidden"
     title: str
-    status: str
+    status: Status
     graded: bool
     max_points: float
     concept: str | None = None
     feedback: str = ""
     output: str = ""
     duration_s: float = 0.0
-    # Where in the learner's module a failure points: the line that raised, or the `def` of the
-    # function whose result was wrong ({"line", "function", "code"}); None when nothing points there.
-    location: dict | None = None
+    # Where in the learner's module a failure points: the line that raised, or the line that gave
+    # the wrong result (see grader.worker.loading.function_location); None when nothing points there.
+    location: Location | None = None
     # Data a format shows beside the result (a loss curve, a step breakdown): the learner's own
     # results and public references only, never a hidden input or expected value.
     artifacts: dict = field(default_factory=dict)
@@ -114,6 +130,8 @@ class TestResult:
 
     @classmethod
     def from_json(cls, data: dict, task: str) -> TestResult:
+        if data.get("status") not in STATUSES:
+            raise ReportError(f"a test's status is {str(data.get('status'))[:40]!r}, not one of {', '.join(STATUSES)}")
         return cls(task=task, **_known(cls, data, skip={"task"}))
 
 
@@ -173,15 +191,15 @@ class Total:
 
 @dataclass
 class ScoreReport:
-    run: dict
-    submission: dict
+    run: RunRecord
+    submission: SubmissionInfo
     tasks: list[TaskResult]
     problems: list[str] = field(default_factory=list)
     stopped_early: str | None = None
-    isolation: dict = field(default_factory=dict)   # {"level": "sandbox" | "none", "reason": ...}
+    isolation: Isolation = field(default_factory=lambda: Isolation())
 
     @classmethod
-    def failed(cls, problem: str, submission: dict | None = None) -> ScoreReport:
+    def failed(cls, problem: str, submission: SubmissionInfo | None = None) -> ScoreReport:
         """The report of a grading that produced none of its own: nothing earned, the reason kept."""
         return cls(run={}, submission=submission or {}, tasks=[], problems=[problem])
 
@@ -191,12 +209,12 @@ class ScoreReport:
         their tasks and problems together, the first part's record with the whole run's times
         and metrics."""
         recorded = [part for part in parts if part.run]
-        report = cls(run=dict(recorded[0].run) if recorded else {},
-                     submission=next((p.submission for p in parts if p.submission), {}),
+        report = cls(run=RunRecord(**recorded[0].run) if recorded else {},
+                     submission=next((p.submission for p in parts if p.submission), SubmissionInfo()),
                      tasks=[task for part in parts for task in part.tasks],
                      problems=[problem for part in parts for problem in part.problems],
                      stopped_early=next((p.stopped_early for p in parts if p.stopped_early), None),
-                     isolation=next((p.isolation for p in parts if p.isolation), {}))
+                     isolation=next((p.isolation for p in parts if p.isolation), Isolation()))
         if recorded:
             report.run = combined_run([part.run for part in recorded], report.total, len(report.tests()))
         return report
@@ -235,7 +253,7 @@ class ScoreReport:
         try:
             return cls(run=data["run"], submission=data["submission"],
                        tasks=[TaskResult.from_json(t) for t in data["tasks"]], problems=list(data["problems"]),
-                       stopped_early=data.get("stopped_early"), isolation=data.get("isolation") or {})
+                       stopped_early=data.get("stopped_early"), isolation=data.get("isolation") or Isolation())
         except (KeyError, TypeError) as exc:
             raise ReportError(f"malformed score report: {type(exc).__name__}: {exc}") from None
 

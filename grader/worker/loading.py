@@ -9,6 +9,7 @@ import sys
 import traceback
 from pathlib import Path
 from types import ModuleType, TracebackType
+from typing import TypedDict
 
 MESSAGE_LIMIT = 1500
 
@@ -91,7 +92,14 @@ def learner_source(student_file: Path) -> str:
     return importlib.util.decode_source(Path(student_file).read_bytes())
 
 
-def function_location(student_file: Path, function: str) -> dict | None:
+class Location(TypedDict):
+    """A line of the learner's module that a lost test points at."""
+    line: int
+    function: str
+    code: str
+
+
+def function_location(student_file: Path, function: str) -> Location | None:
     """The line of the learner's module that gave `function`'s result: its one `return` (in its
     last top-level `def`; nested functions' returns are theirs), or the `def` when it returns
     from several lines or none. Found by parsing the file, never by running it; None when the
