@@ -52,6 +52,7 @@ class Watcher:
         self.saves: queue.Queue[bool] = queue.Queue()     # each save: whether a visible test file changed
         self.stop = threading.Event()
         self.hint: Hint | None = None          # the hint offered last, shown until its concept passes
+        self.leaving = threading.Event()       # set by Ctrl-C, a hang-up or a kill (see `watch`)
 
     def run(self) -> int:
         from grader.learning.session import CheckChild
@@ -92,8 +93,10 @@ class Watcher:
         """Wait for a save (several while the last check ran make one check): whether a visible
         test file was among them."""
         while True:
+            if self.leaving.is_set():
+                raise KeyboardInterrupt
             try:
-                tests_changed = self.saves.get(timeout=0.5)      # a timeout, so that Ctrl-C is seen at once
+                tests_changed = self.saves.get(timeout=0.5)      # a timeout, so that leaving is seen at once
                 break
             except queue.Empty:
                 continue
@@ -106,8 +109,8 @@ class Watcher:
         from grader.learning.screen import check_screen
         with self.console.status(f"checking {self.module_path.name}", refresh_per_second=CHECK_SPINNER_HZ) as status:
             result = child.check(on_test=lambda name, limit: status.update(f"checking: {name} (limit {limit:g} s)"),
-                                 cancelled=lambda: not self.saves.empty())
-        if result.cancelled:            # a newer save: its check comes next
+                                 cancelled=lambda: not self.saves.empty() or self.leaving.is_set())
+        if result.cancelled:            # a newer save (its check comes next), or leaving
             return
         due = progress.record(result.report, source="watch").get(self.task.name, [])
         task = result.report.task(self.task.name)
@@ -133,10 +136,15 @@ def watch(task: Task, impl: Path, console: Console, lang: str) -> int:
     # models gain nothing from more, and spinning OpenMP threads slow the learner's other work.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
-    for ending in (signal.SIGTERM, signal.SIGHUP):      # a closed terminal, a kill: leave as Ctrl-C does,
-        signal.signal(ending, _leave)                    # its scratch folder removed
-    return Watcher(task, impl, console, lang).run()
+    watcher = Watcher(task, impl, console, lang)
 
+    def leave(signum, frame):
+        """Ctrl-C, a closed terminal, a kill: leave, the scratch folder removed. The exception
+        alone could be swallowed where Python ignores exceptions (a finaliser, a fork's handler):
+        the flag is seen by the loop's next look at it, whatever became of the exception."""
+        watcher.leaving.set()
+        raise KeyboardInterrupt
 
-def _leave(signum, frame):
-    raise KeyboardInterrupt
+    for ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(ending, leave)
+    return watcher.run()
