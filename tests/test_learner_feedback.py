@@ -75,3 +75,13 @@ def test_values_read_as_written():
     with pytest.raises(AssertionError) as close:
         assert_close(np.array(1.5), np.array(1.0), what="a loss", rtol=0.0, atol=1e-6)
     assert "index ()" not in str(close.value) and "got 1.5, expected 1" in str(close.value)
+
+
+def test_a_visible_tests_own_words_come_without_pytests_internals():
+    from grader.core.outcome import exception_outcome
+    rewritten = AssertionError("lr_at(0) = 0.1, expected 0.0\nassert False\n +  where False = isclose(0.1, 0.0)")
+    bare = AssertionError("assert 0.1 == 0.0\n +  where 0.1 = lr(0)")
+    assert exception_outcome("call", rewritten, hidden=False)[1] == "lr_at(0) = 0.1, expected 0.0"
+    assert exception_outcome("call", bare, hidden=False)[1].startswith("assert 0.1 == 0.0")    # nothing else to say
+    assert exception_outcome("call", bare, hidden=True)[1] == "a check failed"                 # a hidden test's code, never
+    assert exception_outcome("call", rewritten, hidden=True)[1] == "lr_at(0) = 0.1, expected 0.0"

@@ -61,11 +61,13 @@ def exception_outcome(when: str, exc: BaseException | None, hidden: bool) -> tup
 
 
 def _assertion_message(exc: AssertionError, hidden: bool) -> str:
+    """The test's own words. pytest's rewritten message is "<user message>\nassert <expression>\n
+    + where ...": a hidden test's expression is never shown; a visible test's only when the test
+    gave no words of its own (its internals add nothing to a message that says what was wrong)."""
     text = str(exc)
-    if hidden:
-        # pytest's rewritten message is "<user message>\nassert <expression>\n + where ...".
-        text = "" if text.startswith("assert ") else text.split("\nassert ", 1)[0]
-    return text.strip()
+    if text.startswith("assert "):
+        return "" if hidden else text.strip()
+    return text.split("\nassert ", 1)[0].strip()
 
 
 def with_concept(feedback: str, concept: str | None, status: str) -> str:
