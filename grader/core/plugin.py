@@ -315,11 +315,10 @@ def _learner_frames(excinfo) -> list[dict]:
 
 def _learner_location(item, excinfo) -> Location | None:
     """The learner's line a failure points at: the deepest frame of their file when their code
-    raised, else the `def` of the last function of theirs the test called (whose result was
-    wrong, or which hung or crashed its worker)."""
-    exc = excinfo.value if excinfo is not None else None
-    if isinstance(exc, StudentError) and exc.info.get("frames"):
-        frame = exc.info["frames"][-1]
+    raised, else the line that gave the result of the last function of theirs the test called
+    (see `function_location`; whose result was wrong, or which hung or crashed its worker)."""
+    if frames := _learner_frames(excinfo):
+        frame = frames[-1]
         return Location(line=frame["line"], function=frame["function"], code=frame["code"])
     submission = item.stash.get(_SUBMISSION, None)
     if submission is None or submission.last_called is None:

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.plugin import grading_session, time_limit
-from grader.learning.warm import is_library_module
+from grader.learning.warm import is_library_module, one_torch_thread
 from grader.reports.report import ReportError, ScoreReport, TestResult, read_report, write_report
 from grader.running.runner import PARTS, GradingRun
 from grader.tasks import Task
@@ -118,8 +118,7 @@ class CheckChild:
         limit_s)` is told each test as it starts; `cancelled()` is asked as the check runs, and a
         True drops it (the children killed, the result marked so)."""
         if not self._ready:
-            with _endings_held():
-                self._ready = self._fork()
+            self.prepare()
         children, self._ready = self._ready, []
         self.runs += 1
         started = time.monotonic()
@@ -176,7 +175,7 @@ def _child(args: list[str], pipe_fd: int, go_fd: int, log_path: Path, parent: in
         for ending in ENDINGS:                      # Ctrl-C at the terminal ends the check at once
             signal.signal(ending, signal.SIG_DFL)   # (not the watcher's way), once they are let through
         signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDINGS)
-        _one_torch_thread()
+        one_torch_thread()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
         os.dup2(log, 2)          # never onto the watcher's screen
@@ -195,15 +194,6 @@ def _endings_held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDINGS)
-
-
-def _one_torch_thread() -> None:
-    """A forked child runs torch on one thread: OpenMP's threads are not forked, and a child of a
-    process whose thread pool has run would wait forever on the parent's team at its first
-    parallel operation (`grader watch` starts torch on one thread anyway, see `watch`)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(1)
 
 
 class ChildReporter:

@@ -80,8 +80,7 @@ def warm_up(task: Task, impl: Path) -> None:
     files = [*sorted(task.exercise_dir.glob("test_*.py")), task.exercise_dir / "probes.py",
              locate_module(impl, task), SOLUTIONS / task.name / f"{task.module}.py"]
     import_quietly(["pytest", *BASE_LIBRARIES, *(name for path in files for name in imports_of(path))])
-    if "torch" in sys.modules:      # as each check's child runs it (see grader.learning.session)
-        sys.modules["torch"].set_num_threads(1)
+    one_torch_thread()
     if (task.exercise_dir / "probes.py").is_file():
         try:       # the course's helpers, loaded by path as the tests load them: the tests find them cached
             probes = sibling_module(str(task.exercise_dir / "probes.py"), "probes")
@@ -92,6 +91,15 @@ def warm_up(task: Task, impl: Path) -> None:
             log.debug("the probes of %s not loaded (or warmed) ahead: %s", task.name, exc)
     draw_once()
     record.package_versions()
+
+
+def one_torch_thread() -> None:
+    """torch on one thread, in the watcher and in each check's child: OpenMP's threads are not
+    forked, and a child of a process whose thread pool has run would wait forever on the parent's
+    team at its first parallel operation (`grader watch` starts torch on one thread anyway)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def draw_once() -> None:
