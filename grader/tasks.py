@@ -18,10 +18,10 @@ SOLUTIONS = COURSE_ROOT / "solutions"
 HIDDEN = COURSE_ROOT / "tests" / "hidden"
 DATASETS = COURSE_ROOT / "datasets"
 # Beside each hidden suite, what only `grader audit` reads: the mutants and alternatives
-# (near-references), the README rules and the independent solution. Grading never needs them,
-# and a machine where learner code runs should not hold them.
-VARIANTS, CONTRACTS, INDEPENDENT_DIR = "variants.py", "contracts.py", "independent"
-AUDIT_ONLY = (VARIANTS, CONTRACTS, INDEPENDENT_DIR)
+# (near-references) and the independent solution. Grading never needs them, and a machine where
+# learner code runs should not hold them.
+VARIANTS, INDEPENDENT_DIR = "variants.py", "independent"
+AUDIT_ONLY = (VARIANTS, INDEPENDENT_DIR)
 
 _TASK_DIR = re.compile(r"^\d\d_[a-z0-9_]+$")
 
@@ -43,10 +43,6 @@ class Task:
     @property
     def variants_file(self) -> Path:
         return self.hidden_dir / VARIANTS
-
-    @property
-    def contracts_file(self) -> Path:
-        return self.hidden_dir / CONTRACTS
 
     @property
     def independent_module(self) -> Path:

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from grader.running.contracts import readme_rule_ids, readme_rule_sections, rules_of
-from grader.running.variants import INDEPENDENT, base_source, variants_of
+from grader.readme import concepts_of, marked_rules, rules_of
+from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
 from grader.worker.loading import load_module
 
@@ -20,11 +20,6 @@ def public_functions(path):
     module = load_module(path)
     return {name: obj for name, obj in vars(module).items()
             if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")}
-
-
-def readme_sections(task, language=""):
-    text = task.exercise_dir.joinpath(f"README{language}.md").read_text(encoding="utf-8")
-    return [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
 
 
 def test_every_exercise_folder_is_a_task():
@@ -46,7 +41,7 @@ def test_stub_and_reference_share_one_api(task):
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
 def test_stub_functions_point_into_the_readme(task):
-    sections = readme_sections(task)
+    sections = concepts_of(task)
     source = (task.exercise_dir / f"{task.module}.py").read_text()
     tree = ast.parse(source)
     for node in tree.body:
@@ -79,8 +74,8 @@ def graded_tests(task):
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
 def test_every_test_declares_points_and_a_readme_concept(task):
-    english = readme_sections(task)
-    chinese = " ".join(readme_sections(task, ".zh-CN"))
+    english = concepts_of(task)
+    chinese = " ".join(concepts_of(task, "zh-CN"))
     tests = list(graded_tests(task))
     assert len(tests) >= 5
     for file, name, points, concept in tests:
@@ -103,7 +98,7 @@ def test_variants_apply_and_name_readme_concepts(task):
     kinds = {v.kind for v in variants}
     assert kinds == {"mutant", "alternative"}, "each hidden suite keeps mutants and alternatives"
     assert sum(v.kind == "alternative" for v in variants) >= 3
-    sections = readme_sections(task)
+    sections = concepts_of(task)
     for variant in variants:
         variant.apply(base_source(task, variant.base))
         if variant.kind == "mutant":
@@ -112,28 +107,66 @@ def test_variants_apply_and_name_readme_concepts(task):
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
-def test_readme_rules_are_listed_beside_the_suite(task):
-    """Every rule the README marks (`<!-- rule: id -->`) is listed in contracts.py (same ids, order
-    and section), the Chinese README marks the same rules in its section of the same name, and
-    every rule has a mutant that breaks it."""
+def test_readme_rules_are_marked_in_both_languages_and_each_has_a_mutant(task):
+    """Every rule the README marks (`<!-- rule: id -->`) is marked once; the Chinese README marks
+    the same rules, in the same order, in its section of the same name; every rule has a mutant
+    that breaks it and every mutant breaks a marked rule."""
     rules = rules_of(task)
-    assert rules, "contracts.py beside the hidden suite lists no rules"
-    english = readme_rule_ids(task.exercise_dir / "README.md")
-    assert len(english) == len(set(english)), "a rule is marked twice in README.md"
-    assert english == [rule.id for rule in rules], \
-        {"marked, not listed": sorted(set(english) - {r.id for r in rules}),
-         "listed, not marked": sorted({r.id for r in rules} - set(english)), "or": "the order differs"}
-    assert readme_rule_ids(task.exercise_dir / "README.zh-CN.md") == english, \
-        "README.zh-CN.md marks other rules than README.md"
-    english_sections = readme_rule_sections(task.exercise_dir / "README.md")
-    chinese_sections = readme_rule_sections(task.exercise_dir / "README.zh-CN.md")
-    for rule in rules:
-        assert english_sections[rule.id] == rule.section, f"{rule.id} is marked outside ## {rule.section}"
-        assert f"({rule.section})" in chinese_sections[rule.id] or f"（{rule.section}）" in chinese_sections[rule.id], \
-            f"{rule.id} is marked outside the Chinese section of {rule.section!r}"
+    assert rules, "README.md marks no rule"
+    ids = [rule.id for rule in rules]
+    assert len(ids) == len(set(ids)), "a rule is marked twice in README.md"
+    assert all(rule.text for rule in rules), [rule.id for rule in rules if not rule.text]
+    chinese = rules_of(task, "zh-CN")
+    assert [rule.id for rule in chinese] == ids, "README.zh-CN.md marks other rules than README.md, or in another order"
+    for english, translated in zip(rules, chinese):
+        assert f"({english.section})" in translated.section or f"（{english.section}）" in translated.section, \
+            f"{english.id} is marked outside the Chinese section of {english.section!r}"
     broken = {v.rule for v in variants_of(task) if v.kind == "mutant"}
-    assert not broken - set(english) - {None}, f"mutants name unlisted rules: {broken - set(english) - {None}}"
-    assert not set(english) - broken, f"rules without a mutant: {sorted(set(english) - broken)}"
+    assert not broken - set(ids), f"mutants name unmarked rules: {broken - set(ids)}"
+    assert not set(ids) - broken, f"rules without a mutant: {sorted(set(ids) - broken)}"
+
+
+def test_a_rule_is_the_words_before_its_marker_in_its_section():
+    text = """# Title
+
+## Batching
+
+Documents differ in length; each batch is padded to its own longest example, <!-- rule: b.width -->
+and labels are -100 over the padding. <!-- rule: b.labels -->
+
+- `attention_mask`: 1 on real tokens,
+  0 on padding. <!-- rule: b.mask -->
+
+```
+## not a section <!-- rule: b.fenced -->
+```
+
+## Tables
+
+| value | formula |
+| --- | --- |
+| weights | `2 h` | <!-- rule: t.weights -->
+
+**Contract.** the rest
+0. <!-- rule: t.rest -->
+"""
+    assert [(r.id, r.section, r.text) for r in marked_rules(text)] == [
+        ("b.width", "Batching", "Documents differ in length; each batch is padded to its own longest example,"),
+        ("b.labels", "Batching", "and labels are -100 over the padding."),
+        ("b.mask", "Batching", "`attention_mask`: 1 on real tokens, 0 on padding."),
+        ("b.fenced", "Batching", "## not a section"),
+        ("t.weights", "Tables", "weights | `2 h`"), ("t.rest", "Tables", "**Contract.** the rest 0.")]
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_variants_files_name_their_lists_alike(task):
+    """Every suite's variants.py: COURSE_MUTANTS edit the reference, INDEPENDENT_MUTANTS the
+    independent solution, MUTANTS is both, ALTERNATIVES the correct ones."""
+    module = load_module(task.variants_file)
+    assert all(v.kind == "mutant" and v.base == REFERENCE for v in module.COURSE_MUTANTS)
+    assert all(v.kind == "mutant" and v.base == INDEPENDENT for v in module.INDEPENDENT_MUTANTS)
+    assert module.MUTANTS == module.COURSE_MUTANTS + module.INDEPENDENT_MUTANTS
+    assert all(v.kind == "alternative" for v in module.ALTERNATIVES)
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)

@@ -71,7 +71,7 @@ def test_the_zip_holds_the_scripts_at_its_root_and_no_reference(autograder):
     assert any(n.startswith(f"tests/hidden/{ATTENTION.name}/test_") for n in names)
     assert any(n.startswith("datasets/") for n in names) and "grader/cli.py" in names
     assert not [n for n in names if n.startswith(("solutions/", "grader/delivery/"))]
-    assert not [n for n in names if n.startswith("tests/") and n.endswith(("/variants.py", "/contracts.py"))]
+    assert not [n for n in names if n.startswith("tests/") and n.endswith("/variants.py")]
     assert not [n for n in names if "/independent/" in n]       # a whole correct solution
     assert not [n for n in names if n.startswith("tests/hidden/") and ATTENTION.name not in n]
 

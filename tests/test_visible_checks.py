@@ -10,6 +10,7 @@ import pytest
 
 from grader.learning.hints import HINT_FILES as HINT_FILE_OF
 from grader.learning.hints import HintFormatError, read_hints
+from grader.readme import RULE_MARKER, concepts_of
 from grader.running import runner
 from grader.running.variants import materialize, variants_of
 from grader.tasks import EXERCISES, SOLUTIONS, all_tasks, task_named
@@ -61,10 +62,6 @@ def visible_tests(task) -> dict[str, list[str]]:
             for concept in concepts:
                 by_concept.setdefault(concept, []).append(f"{path.name}::{name}")
     return by_concept
-
-
-def readme_sections(task) -> list[str]:
-    return [line[3:].strip() for line in task.readme.read_text(encoding="utf-8").splitlines() if line.startswith("## ")]
 
 
 # ---------------------------------------------------------------- what must not be quoted
@@ -190,7 +187,7 @@ def test_every_graded_concept_has_a_hint_ladder_in_both_languages(task):
     english, chinese = (read_hints(task.exercise_dir / name) for name in HINT_FILES)
     assert list(english[1]) == list(chinese[1]), \
         f"{task.name}: the two hint files have other sections ({list(english[1])} / {list(chinese[1])})"
-    sections = readme_sections(task)
+    sections = concepts_of(task)
     unknown = [s for s in english[1] if s not in sections]
     assert not unknown, f"{task.name}: hint sections that are no README.md section: {unknown}"
     assert [s for s in sections if s in english[1]] == list(english[1]), f"{task.name}: hints out of README order"
@@ -275,9 +272,6 @@ def test_a_planted_02_bug_fails_a_visible_check_of_its_concept(planted_02_gradin
     assert variants[name].concept in lost, \
         f"{name} ({variants[name].note}) loses visible points in {lost}, not in {variants[name].concept!r}"
     assert all(t.suite == "visible" for t in result.tests)
-
-
-RULE_MARKER = re.compile(r"<!--\s*rule:\s*[a-z0-9_.\-]+\s*-->")
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)

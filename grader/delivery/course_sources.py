@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.delivery.nbgrader_cells import FIXTURES
+from grader.readme import readme_file, readme_parts
 from grader.tasks import Task
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -180,31 +181,13 @@ def visible_test_parts(path: Path, functions: list[str]) -> tuple[str, dict[str,
 
 # ---------------------------------------------------------------- the README
 
-def readme_parts(text: str) -> tuple[str, list[tuple[str, str]]]:
-    """The introduction (title and text before the first `## ` heading) and each section as
-    (heading, Markdown with its heading); headings inside code fences do not count."""
-    intro: list[str] = []
-    sections: list[tuple[str, list[str]]] = []
-    fenced = False
-    current = intro
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not fenced and line.startswith("## "):
-            sections.append((line[3:].strip(), [line]))
-            current = sections[-1][1]
-            continue
-        current.append(line)
-    return "\n".join(intro).strip(), [(heading, "\n".join(body).strip()) for heading, body in sections]
-
-
 def readme_in(task: Task, lang: str) -> tuple[str, list[tuple[str, str]]]:
     """The README in `lang`, its sections named by the English README's headings (the concepts
     and stubs name those); the translations keep the English sections' order."""
     intro, english = readme_parts(task.readme.read_text(encoding="utf-8"))
     if lang == "en":
         return intro, english
-    path = task.exercise_dir / f"README.{lang}.md"
+    path = readme_file(task, lang)
     if not path.is_file():
         raise BuildError(f"{task.name} has no {path.name}")
     intro, translated = readme_parts(path.read_text(encoding="utf-8"))

@@ -3,7 +3,7 @@
 For every task: the reference must score 100%, the stub 0, every mutant must lose points with
 a failing test whose concept is the one the mutant broke, every alternative correct solution
 must score 100% (a miss there is a false reject), and every rule the README states
-(`grader.running.contracts`) must have a mutant that breaks it and is killed. Mutants and
+(`grader.readme`) must have a mutant that breaks it and is killed. Mutants and
 alternatives come from two authors, the course and an independent one (`grader.running.variants`);
 the audit counts them apart, since a suite can be sharp against its own authors' bugs only.
 """
@@ -13,8 +13,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grader.readme import Rule, rules_of
 from grader.running import runner
-from grader.running.contracts import Rule, rules_of
 from grader.running.variants import materialize, variants_of
 from grader.tasks import EXERCISES, SOLUTIONS, Task
 

@@ -9,7 +9,7 @@ from grader.core.sandbox import Limits
 from grader.running.runner import RUN_LIMIT_S
 
 # The measured peak of a full grading's process tree is 1076 MB (all five tasks, the reference:
-# `benchmarks/containers.py`, README "Memory, and the sizes the platforms give"); half as much
+# `benchmarks/containers.py`, docs/instructor/sandbox.md); half as much
 # again is room for a module that allocates more than the reference before its workers' limit,
 # fitted to the box, stops it.
 GRADING_MEMORY_MB = 1536

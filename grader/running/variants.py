@@ -1,13 +1,15 @@
 """Mutants and alternative solutions, written as edits of the reference solution.
 
-A mutant is a realistic learner bug: a correct solution with one thing done wrong, the README
-concept (section heading) its feedback must name, and the README rule (see
-`grader.running.contracts`) it breaks. An alternative is a different but correct solution that
-must score full marks. Both live beside each hidden suite in `variants.py`:
+A mutant is a realistic learner bug: a correct solution with one thing done wrong, and the README
+rule it breaks (`grader.readme`). Its feedback must name the README section the rule stands in,
+or, where a suite catches the bug elsewhere first, the section given as `concept`. An
+alternative is a different but correct solution that must score full marks. Both live beside
+each hidden suite in `variants.py`, under the same names in every suite:
 
-    MUTANTS = [Mutant("no_scale", "Scaled dot-product attention", rule="attention.scale",
-                      edits={"* scale": ""})]
-    ALTERNATIVES = [Alternative("lse_softmax", functions={"softmax": '''def softmax(...): ...'''})]
+    COURSE_MUTANTS = [Mutant("no_scale", rule="attention.scale", edits={"* scale": ""})]
+    INDEPENDENT_MUTANTS = [Mutant("mask_after_softmax", rule="mask.before_softmax", ..., base=INDEPENDENT)]
+    MUTANTS = COURSE_MUTANTS + INDEPENDENT_MUTANTS
+    ALTERNATIVES = [Alternative("lse_softmax", functions={"softmax": '''def softmax(...): ...'''}), Independent()]
 
 A variant is an edit of one of two bases: the course's reference (`solutions/`), or the
 independent solution kept beside the suite (`independent/<module>.py`), which someone wrote
@@ -25,9 +27,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grader.readme import rules_of
 from grader.tasks import SOLUTIONS, Task
 from grader.worker.loading import load_module
 
@@ -72,7 +75,7 @@ class Variant:
         return source
 
 
-def Mutant(name: str, concept: str, *, rule: str | None = None, edits=None, functions=None, note: str = "",
+def Mutant(name: str, *, rule: str, concept: str | None = None, edits=None, functions=None, note: str = "",
            base: str = REFERENCE) -> Variant:
     return Variant(name, "mutant", concept, dict(edits or {}), dict(functions or {}), note, rule, base)
 
@@ -97,12 +100,22 @@ def _replace_function(source: str, name: str, replacement: str, variant: str) ->
 
 
 def variants_of(task: Task) -> list[Variant]:
-    """The mutants and alternatives declared beside the task's hidden suite."""
+    """The mutants and alternatives declared beside the task's hidden suite, each mutant with the
+    concept its feedback must name."""
     path = task.variants_file
     if not path.is_file():
         return []
     module = load_module(path)
-    return [*module.MUTANTS, *module.ALTERNATIVES]
+    sections = {rule.id: rule.section for rule in rules_of(task)}
+    return [_with_concept(variant, sections) for variant in [*module.MUTANTS, *module.ALTERNATIVES]]
+
+
+def _with_concept(variant: Variant, sections: dict[str, str]) -> Variant:
+    if variant.kind != "mutant" or variant.concept:
+        return variant
+    if variant.rule not in sections:
+        raise VariantError(f"{variant.name}: README.md marks no rule {variant.rule!r}")
+    return replace(variant, concept=sections[variant.rule])
 
 
 def reference_source(task: Task) -> str:

@@ -5,7 +5,7 @@ and `replay.py`, which replays the README's determinism contract from those libr
 Training runs use a micro Llama (about 25k parameters) on generated token data, so a run of a
 few steps takes well under a second; one test trains the datasets' model config from scratch
 on the corpus and compares its eval loss with the corpus's known floor. The inputs are chosen so
-that every README rule (contracts.py) shows: batch sizes that divide neither file, runs that cross
+that every rule the README marks shows: batch sizes that divide neither file, runs that cross
 epochs, log and eval cadences other than 1 that do not divide the run, dropout where random state
 must be restored, a pretrained checkpoint saved in bf16, a configuration that leaves keys out.
 """

@@ -12,41 +12,23 @@ import re
 import select
 import signal
 import time
-import warnings
 from contextlib import contextmanager, suppress
 from functools import cache, lru_cache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import datasets.utils.logging  # noqa: F401  (loaded first, so that quiet_libraries() turns its progress bars off)
 import torch
 from torch import nn
-from transformers.utils import logging as hf_logging
 
 from grader.core.checks import in_fork
+from grader.core.suite_helpers import quiet_libraries
 from grader.tasks import DATASETS
 
 MODEL_DIR = DATASETS / "tiny_llama"
 SFT_DIR = DATASETS / "sft"
 END_OF_TURN = "<|end|>"
 IGNORE_INDEX = -100
-
-
-@contextmanager
-def quiet():
-    """Library notices (deprecations, tied weights, progress bars) stay out of the feedback."""
-    from datasets.utils import logging as datasets_logging
-
-    level, bars = hf_logging.get_verbosity(), datasets_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    datasets_logging.disable_progress_bar()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            datasets_logging.enable_progress_bar()
 
 
 # ---------------------------------------------------------------- peft
@@ -81,7 +63,7 @@ def _peft_adapted(key, r, targets):
     from transformers import AutoModelForCausalLM
 
     config = json.loads(key)
-    with quiet():
+    with quiet_libraries():
         if "model_dir" in config:
             base = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
         else:
@@ -133,7 +115,7 @@ def _trl_prepared(key, max_length):
 
     conversations = json.loads(key)
     rows = [{"idx": i, "messages": messages} for i, messages in enumerate(conversations)]
-    with quiet(), tempfile_dir() as out:
+    with quiet_libraries(), tempfile_dir() as out:
         trainer = SFTTrainer(
             model=AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32),
             args=SFTConfig(output_dir=out, assistant_only_loss=True, max_length=max_length, bf16=False, use_cpu=True,
@@ -206,7 +188,7 @@ def load_model(adapter_dir=None, merge=False):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    with quiet():
+    with quiet_libraries():
         model = AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32)
         if adapter_dir is not None:
             model = PeftModel.from_pretrained(model, str(adapter_dir))
@@ -225,7 +207,7 @@ def seeded_lora_A(r, alpha, dropout, seed):
     try:
         model = load_model()
         torch.manual_seed(seed)
-        with quiet():
+        with quiet_libraries():
             model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
                                                      target_modules="all-linear", task_type="CAUSAL_LM"))
     finally:
@@ -239,7 +221,7 @@ def greedy_replies(model, conversations, max_new_tokens=8):
     tok = tokenizer()
     stop = [tok.convert_tokens_to_ids(END_OF_TURN), tok.eos_token_id]
     replies = []
-    with torch.no_grad(), quiet():
+    with torch.no_grad(), quiet_libraries():
         for messages in conversations:
             prompt = tok.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
             out = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
@@ -268,7 +250,7 @@ def build_reference_adapter(folder):
 
     tok = tokenizer()
     end, period = tok.convert_tokens_to_ids(END_OF_TURN), tok.convert_tokens_to_ids(".")
-    with quiet():
+    with quiet_libraries():
         model = get_peft_model(load_model(), LoraConfig(r=1, lora_alpha=1, target_modules=["lm_head"],
                                                         lora_dropout=REFERENCE_DROPOUT))
         head = model.base_model.model.lm_head

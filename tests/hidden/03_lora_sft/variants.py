@@ -1,11 +1,7 @@
 """Mutants (the ways a LoRA SFT goes almost right) and alternative correct solutions for exercise
-03, as edits of solutions/03_lora_sft/lora_sft.py. Each mutant names the README rule it breaks
-(contracts.py); `grader audit 03` grades them."""
+03, as edits of solutions/03_lora_sft/lora_sft.py. Each mutant names the rule it breaks, as
+its README marks it; `grader audit 03` grades them."""
 from grader.running.variants import INDEPENDENT, Alternative, Independent, Mutant
-
-LORA, MERGING, ADAPTERS = "LoRA by hand", "Merging", "Adapters on a model"
-TEMPLATE, PACKING, TRL = "The chat template and the loss mask", "Packing", "The real thing: peft + trl"
-GENERATION, LEARNING, SOURCE = "Talking to the model", "Does it learn?", "Read the source"
 
 FREEZE_BASE = """        for parameter in self.base.parameters():
             parameter.requires_grad_(False)
@@ -32,99 +28,99 @@ DECODE = "    return tokenizer.decode(output[0, prompt[\"input_ids\"].shape[1]:]
 
 COURSE_MUTANTS = [
     # ---------------------------------------------------------------- LoRA by hand
-    Mutant("b_random", LORA, rule="lora.init_b", note="B drawn like A: a fresh layer already changes the model",
+    Mutant("b_random", rule="lora.init_b", note="B drawn like A: a fresh layer already changes the model",
            edits={INIT_A: INIT_A + "        nn.init.kaiming_uniform_(self.lora_B, a=math.sqrt(5))\n"}),
-    Mutant("a_and_b_zero", LORA, rule="lora.init_a", note="both zero: no gradient ever reaches either",
+    Mutant("a_and_b_zero", rule="lora.init_a", note="both zero: no gradient ever reaches either",
            edits={INIT_A: "        nn.init.zeros_(self.lora_A)\n"}),
-    Mutant("a_gaussian", LORA, rule="lora.init_a", note="peft's other init (normal, std 1/r), not the default",
+    Mutant("a_gaussian", rule="lora.init_a", note="peft's other init (normal, std 1/r), not the default",
            edits={INIT_A: "        nn.init.normal_(self.lora_A, std=1 / r)\n"}),
-    Mutant("a_kaiming_default_gain", LORA, rule="lora.init_a", note="kaiming_uniform_ with a=0: sqrt(6) times wider",
+    Mutant("a_kaiming_default_gain", rule="lora.init_a", note="kaiming_uniform_ with a=0: sqrt(6) times wider",
            edits={INIT_A: "        nn.init.kaiming_uniform_(self.lora_A)\n"}),
-    Mutant("scaling_alpha", LORA, rule="lora.scaling", note="alpha instead of alpha / r",
+    Mutant("scaling_alpha", rule="lora.scaling", note="alpha instead of alpha / r",
            edits={"        self.scaling = alpha / r\n": "        self.scaling = alpha\n"}),
-    Mutant("scaling_rslora", LORA, rule="lora.scaling", note="rsLoRA's alpha / sqrt(r)",
+    Mutant("scaling_rslora", rule="lora.scaling", note="rsLoRA's alpha / sqrt(r)",
            edits={"        self.scaling = alpha / r\n": "        self.scaling = alpha / math.sqrt(r)\n"}),
-    Mutant("no_scaling_in_forward", LORA, rule="lora.forward", note="scaling stored, never applied",
+    Mutant("no_scaling_in_forward", rule="lora.forward", note="scaling stored, never applied",
            edits={FORWARD: "        return self.base(x) + self.dropout(x) @ self.lora_A.T @ self.lora_B.T\n"}),
-    Mutant("two_dimensional_only", LORA, rule="lora.forward", note="torch.mm: a batch of sequences fails",
+    Mutant("two_dimensional_only", rule="lora.forward", note="torch.mm: a batch of sequences fails",
            edits={FORWARD: "        return self.base(x) + torch.mm(torch.mm(self.dropout(x), self.lora_A.T), "
                            "self.lora_B.T) * self.scaling\n"}),
-    Mutant("base_trainable", LORA, rule="lora.base_frozen", note="the base is never frozen",
+    Mutant("base_trainable", rule="lora.base_frozen", note="the base is never frozen",
            edits={FREEZE_BASE: ""}),
-    Mutant("float32_adapters", LORA, rule="lora.dtype", note="adapters in the default dtype, not the base's",
+    Mutant("float32_adapters", rule="lora.dtype", note="adapters in the default dtype, not the base's",
            edits={'        factory = {"device": base.weight.device, "dtype": base.weight.dtype}\n':
                   '        factory = {"device": base.weight.device}\n'}),
-    Mutant("dropout_on_output", LORA, rule="lora.dropout_input", note="the whole output, base path included, dropped",
+    Mutant("dropout_on_output", rule="lora.dropout_input", note="the whole output, base path included, dropped",
            edits={FORWARD: "        return self.dropout(self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling)\n"}),
-    Mutant("dropout_on_adapter_output", LORA, rule="lora.dropout_input", note="dropout after A and B, not before",
+    Mutant("dropout_on_adapter_output", rule="lora.dropout_input", note="dropout after A and B, not before",
            edits={FORWARD: "        return self.base(x) + self.dropout(x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
-    Mutant("dropout_before_both_paths", LORA, rule="lora.dropout_input", note="x dropped once, for the base path too",
+    Mutant("dropout_before_both_paths", rule="lora.dropout_input", note="x dropped once, for the base path too",
            edits={FORWARD: "        x = self.dropout(x)\n"
                            "        return self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
-    Mutant("dropout_ignored", LORA, rule="lora.dropout_input", note="the dropout argument is never used",
+    Mutant("dropout_ignored", rule="lora.dropout_input", note="the dropout argument is never used",
            edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
                   "        self.dropout = nn.Identity()\n"}),
-    Mutant("dropout_in_eval_mode", LORA, rule="lora.dropout_eval", note="F.dropout without training=self.training",
+    Mutant("dropout_in_eval_mode", rule="lora.dropout_eval", note="F.dropout without training=self.training",
            edits={"        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()\n":
                   "        self.p = dropout\n",
                   FORWARD: "        x_a = torch.nn.functional.dropout(x, self.p)\n"
                            "        return self.base(x) + (x_a @ self.lora_A.T @ self.lora_B.T) * self.scaling\n"}),
     # ---------------------------------------------------------------- Merging
-    Mutant("merge_without_scaling", MERGING, rule="merge.weight", note="W + B A",
+    Mutant("merge_without_scaling", rule="merge.weight", note="W + B A",
            edits={MERGE: "            merged.weight.copy_(base.weight + self.lora_B @ self.lora_A)\n"}),
-    Mutant("merge_a_times_b", MERGING, rule="merge.weight", note="A @ B: computes only when the shapes happen to allow it",
+    Mutant("merge_a_times_b", rule="merge.weight", note="A @ B: computes only when the shapes happen to allow it",
            edits={MERGE: "            merged.weight.copy_(base.weight + self.scaling * (self.lora_A @ self.lora_B))\n"}),
-    Mutant("merge_drops_bias", MERGING, rule="merge.weight", note="the merged layer has no bias",
+    Mutant("merge_drops_bias", rule="merge.weight", note="the merged layer has no bias",
            edits={"        merged = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,\n":
                   "        merged = nn.Linear(base.in_features, base.out_features, bias=False,\n",
                   "            if base.bias is not None:\n                merged.bias.copy_(base.bias)\n": ""}),
-    Mutant("merge_in_place", MERGING, rule="merge.leaves_layer", note="folds into the base and returns it",
+    Mutant("merge_in_place", rule="merge.leaves_layer", note="folds into the base and returns it",
            edits={"        base = self.base\n        merged = nn.Linear(": "        base = self.base\n"
                   "        with torch.no_grad():\n"
                   "            base.weight += self.scaling * (self.lora_B @ self.lora_A)\n"
                   "        return base\n        merged = nn.Linear("}),
     # ---------------------------------------------------------------- Adapters on a model
-    Mutant("all_linear_includes_head", ADAPTERS, rule="add_lora.all_linear", note="lm_head adapted too",
+    Mutant("all_linear_includes_head", rule="add_lora.all_linear", note="lm_head adapted too",
            edits={"        return [name for name in linears if model.get_submodule(name) is not head]\n":
                   "        return linears\n"}),
-    Mutant("all_linear_attention_only", ADAPTERS, rule="add_lora.all_linear", note="the MLP left out",
+    Mutant("all_linear_attention_only", rule="add_lora.all_linear", note="the MLP left out",
            edits={"        return [name for name in linears if model.get_submodule(name) is not head]\n":
                   "        return [name for name in linears if model.get_submodule(name) is not head and \"attn\" in name]\n"}),
-    Mutant("names_by_substring", ADAPTERS, rule="add_lora.names", note="'up_proj' in 'mlp.gate_up_proj'",
+    Mutant("names_by_substring", rule="add_lora.names", note="'up_proj' in 'mlp.gate_up_proj'",
            edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
                   '    chosen = [name for name in linears if any(t in name for t in names)]\n'}),
-    Mutant("names_endswith_without_dot", ADAPTERS, rule="add_lora.names", note="endswith without the dot",
+    Mutant("names_endswith_without_dot", rule="add_lora.names", note="endswith without the dot",
            edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
                   '    chosen = [name for name in linears if any(name.endswith(t) for t in names)]\n'}),
-    Mutant("names_never_the_head", ADAPTERS, rule="add_lora.names_head",
+    Mutant("names_never_the_head", rule="add_lora.names_head",
            note="the head left out of name lists too, as if all-linear's exclusion applied everywhere",
            edits={'    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)]\n':
                   '    head = model.get_output_embeddings()\n'
                   '    chosen = [name for name in linears if any(name == t or name.endswith("." + t) for t in names)\n'
                   '              and model.get_submodule(name) is not head]\n'}),
-    Mutant("no_match_is_silent", ADAPTERS, rule="add_lora.no_match", note="a list that selects nothing adapts nothing",
+    Mutant("no_match_is_silent", rule="add_lora.no_match", note="a list that selects nothing adapts nothing",
            edits={"    if not chosen:\n        raise ValueError(": "    if False:\n        raise ValueError("}),
-    Mutant("no_match_counts_any_module", ADAPTERS, rule="add_lora.no_match",
+    Mutant("no_match_counts_any_module", rule="add_lora.no_match",
            note="the names checked against every module: a list naming only an embedding and norms adapts nothing",
            edits={"    if not chosen:\n        raise ValueError(":
                   "    if not [n for n, _ in model.named_modules() if any(n == t or n.endswith(\".\" + t) for t in names)]:\n"
                   "        raise ValueError("}),
-    Mutant("nothing_else_frozen", ADAPTERS, rule="add_lora.freeze", note="embeddings, norms and the head stay trainable",
+    Mutant("nothing_else_frozen", rule="add_lora.freeze", note="embeddings, norms and the head stay trainable",
            edits={"    for parameter in model.parameters():\n        parameter.requires_grad_(False)\n    for name in targets:":
                   "    for name in targets:"}),
-    Mutant("returns_nothing", ADAPTERS, rule="add_lora.in_place", note="forgets to return the model",
+    Mutant("returns_nothing", rule="add_lora.in_place", note="forgets to return the model",
            edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
                   "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n"}),
-    Mutant("dropout_not_handed_on", ADAPTERS, rule="add_lora.in_place", note="LoRALinear(layer, r, alpha): dropout lost",
+    Mutant("dropout_not_handed_on", rule="add_lora.in_place", note="LoRALinear(layer, r, alpha): dropout lost",
            edits={"        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))\n    return model\n":
                   "        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha))\n    return model\n"}),
-    Mutant("tied_weights_twice", ADAPTERS, rule="count.peft", note="named_parameters(remove_duplicate=False)",
+    Mutant("tied_weights_twice", rule="count.peft", note="named_parameters(remove_duplicate=False)",
            edits={"    for parameter in model.parameters():\n        total += parameter.numel()\n":
                   "    for _, parameter in model.named_parameters(remove_duplicate=False):\n        total += parameter.numel()\n"}),
     # ---------------------------------------------------------------- The chat template and the loss mask
-    Mutant("labels_on_the_prompt_too", TEMPLATE, rule="tok.mask", note="labels = input_ids",
+    Mutant("labels_on_the_prompt_too", rule="tok.mask", note="labels = input_ids",
            edits={LABELS: "    labels = list(input_ids)\n"}),
-    Mutant("hard_coded_reply_spans", TEMPLATE, rule="tok.mask",
+    Mutant("hard_coded_reply_spans", rule="tok.mask",
            note="replies found between <|assistant|> and <|end|> instead of the template's marks",
            edits={LABELS: """    start, end = tokenizer.convert_tokens_to_ids("<|assistant|>"), tokenizer.convert_tokens_to_ids("<|end|>")
     labels, inside = [], False
@@ -135,52 +131,52 @@ COURSE_MUTANTS = [
         elif token == end:
             inside = False
 """}),
-    Mutant("labels_without_end_of_turn", TEMPLATE, rule="tok.end_of_turn", note="the model never learns to stop",
+    Mutant("labels_without_end_of_turn", rule="tok.end_of_turn", note="the model never learns to stop",
            edits={LABELS: LABELS + '    end = tokenizer.convert_tokens_to_ids("<|end|>")\n'
                                    '    labels = [IGNORE_INDEX if token == end else label for token, label in zip(input_ids, labels)]\n'}),
-    Mutant("labels_shifted", TEMPLATE, rule="tok.unshifted", note="shifted here and again in the loss",
+    Mutant("labels_shifted", rule="tok.unshifted", note="shifted here and again in the loss",
            edits={LABELS: LABELS + "    labels = labels[1:] + [IGNORE_INDEX]\n"}),
-    Mutant("pad_masked_by_id", TEMPLATE, rule="tok.pad_token", note="pad = <|end|> removes every end-of-turn target",
+    Mutant("pad_masked_by_id", rule="tok.pad_token", note="pad = <|end|> removes every end-of-turn target",
            edits={LABELS: LABELS + "    labels = [IGNORE_INDEX if token == tokenizer.pad_token_id else label "
                                    "for token, label in zip(input_ids, labels)]\n"}),
-    Mutant("truncate_from_the_left", TEMPLATE, rule="tok.truncation", note="keeps the last max_length tokens",
+    Mutant("truncate_from_the_left", rule="tok.truncation", note="keeps the last max_length tokens",
            edits={"        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
                   "        input_ids, labels = input_ids[-max_length:], labels[-max_length:]\n"}),
-    Mutant("max_length_defaults_to_trls_1024", TEMPLATE, rule="tok.truncation",
+    Mutant("max_length_defaults_to_trls_1024", rule="tok.truncation",
            note="max_length=None read as SFTConfig's default, 1024",
            edits={"    if max_length is not None:\n        input_ids, labels = input_ids[:max_length], labels[:max_length]\n":
                   "    max_length = 1024 if max_length is None else max_length\n"
                   "    input_ids, labels = input_ids[:max_length], labels[:max_length]\n"}),
-    Mutant("attention_mask_not_truncated", TEMPLATE, rule="tok.truncation", note="the template's mask, uncut",
+    Mutant("attention_mask_not_truncated", rule="tok.truncation", note="the template's mask, uncut",
            edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
                   '    return {"input_ids": input_ids, "attention_mask": list(encoded["attention_mask"]), "labels": labels}\n'}),
-    Mutant("returns_tensors", TEMPLATE, rule="tok.lists", note="torch tensors instead of lists",
+    Mutant("returns_tensors", rule="tok.lists", note="torch tensors instead of lists",
            edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
                   '    return {"input_ids": torch.tensor(input_ids), "attention_mask": torch.ones(len(input_ids), dtype=torch.long),\n'
                   '            "labels": torch.tensor(labels)}\n'}),
-    Mutant("drops_a_row_without_targets", TEMPLATE, rule="tok.cut_before_reply",
+    Mutant("drops_a_row_without_targets", rule="tok.cut_before_reply",
            note="trl's dropping of target-less rows copied: empty lists for a conversation cut before its reply",
            edits={'    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n':
                   '    if all(label == IGNORE_INDEX for label in labels):\n'
                   '        input_ids, labels = [], []\n'
                   '    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}\n'}),
     # ---------------------------------------------------------------- Packing
-    Mutant("positions_never_restart", PACKING, rule="pack.positions", note="one position count per row",
+    Mutant("positions_never_restart", rule="pack.positions", note="one position count per row",
            edits={ROW_POSITIONS: '            row["position_ids"] = list(range(len(row["input_ids"])))\n'}),
-    Mutant("predicts_across_boundaries", PACKING, rule="pack.boundary", note="no -100 at an example's first token",
+    Mutant("predicts_across_boundaries", rule="pack.boundary", note="no -100 at an example's first token",
            edits={ROW_LABELS: '            row["labels"] += labels\n'}),
-    Mutant("first_example_of_a_row_unmasked", PACKING, rule="pack.boundary",
+    Mutant("first_example_of_a_row_unmasked", rule="pack.boundary",
            note="-100 only where an example follows another",
            edits={ROW_LABELS: '            row["labels"] += ([IGNORE_INDEX] + labels[1:]) if row["labels"] else labels\n'}),
-    Mutant("drops_the_tail", PACKING, rule="pack.split", note="trl's 'bfd': the rest of a long example silently dropped",
+    Mutant("drops_the_tail", rule="pack.split", note="trl's 'bfd': the rest of a long example silently dropped",
            edits={"        for start in range(0, len(input_ids), seq_len):\n" + PIECES:
                   "        if input_ids:\n"
                   "            pieces.append((input_ids[:seq_len], labels[:seq_len]))\n"}),
-    Mutant("splits_from_the_end", PACKING, rule="pack.split", note="the short piece first",
+    Mutant("splits_from_the_end", rule="pack.split", note="the short piece first",
            edits={"        for start in range(0, len(input_ids), seq_len):\n" + PIECES:
                   "        for end in range(len(input_ids), 0, -seq_len):\n"
                   "            pieces.append((input_ids[max(0, end - seq_len):end], labels[max(0, end - seq_len):end]))\n"}),
-    Mutant("wrapped", PACKING, rule="pack.whole", note="trl's 'wrapped': all tokens in one stream cut every seq_len",
+    Mutant("wrapped", rule="pack.whole", note="trl's 'wrapped': all tokens in one stream cut every seq_len",
            functions={"pack": '''
 def pack(examples, seq_len):
     stream = [(t, l, p) for e in examples for p, (t, l) in enumerate(zip(e["input_ids"], e.get("labels", e["input_ids"])))]
@@ -192,182 +188,182 @@ def pack(examples, seq_len):
                      "position_ids": [p for _, _, p in chunk]})
     return rows
 '''}),
-    Mutant("next_fit", PACKING, rule="pack.dense", note="fills one row, closes it, never looks back",
+    Mutant("next_fit", rule="pack.dense", note="fills one row, closes it, never looks back",
            edits={"        fitting = [row for row in rows if row[0] >= length]\n":
                   "        fitting = [row for row in rows[-1:] if row[0] >= length]\n"}),
-    Mutant("one_example_per_row", PACKING, rule="pack.dense", note="no packing at all",
+    Mutant("one_example_per_row", rule="pack.dense", note="no packing at all",
            edits={"        fitting = [row for row in rows if row[0] >= length]\n": "        fitting = []\n"}),
-    Mutant("empty_example_kept", PACKING, rule="pack.empty", note="an empty example leaves a label without a token",
+    Mutant("empty_example_kept", rule="pack.empty", note="an empty example leaves a label without a token",
            edits={"        for start in range(0, len(input_ids), seq_len):\n":
                   "        for start in range(0, max(len(input_ids), 1), seq_len):\n"}),
-    Mutant("an_open_row_from_the_start", PACKING, rule="pack.empty", note="one empty row returned when there is nothing to pack",
+    Mutant("an_open_row_from_the_start", rule="pack.empty", note="one empty row returned when there is nothing to pack",
            edits={"    rows = []                                       # [free space, [piece indices]]\n":
                   "    rows = [[seq_len, []]]                          # [free space, [piece indices]]\n"}),
-    Mutant("labels_required", PACKING, rule="pack.default_labels", note="KeyError on an example without labels",
+    Mutant("labels_required", rule="pack.default_labels", note="KeyError on an example without labels",
            edits={'        labels = list(example.get("labels", input_ids))\n': '        labels = list(example["labels"])\n'}),
-    Mutant("padded_rows", PACKING, rule="pack.rows", note="rows padded to seq_len, as if for a batch",
+    Mutant("padded_rows", rule="pack.rows", note="rows padded to seq_len, as if for a batch",
            edits={"        packed.append(row)\n": '        pad = seq_len - len(row["input_ids"])\n'
                   '        row = {"input_ids": row["input_ids"] + [0] * pad, "labels": row["labels"] + [IGNORE_INDEX] * pad,\n'
                   '               "position_ids": row["position_ids"] + [0] * pad}\n'
                   "        packed.append(row)\n"}),
     # ---------------------------------------------------------------- The real thing: peft + trl
-    Mutant("trainer_without_assistant_only_loss", TRL, rule="sft.assistant_only",
+    Mutant("trainer_without_assistant_only_loss", rule="sft.assistant_only",
            note="the loss on every token: system and user turns included",
            edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
                   "        learning_rate=learning_rate, seed=seed,\n"}),
-    Mutant("trl_default_learning_rate", TRL, rule="sft.settings", note="learning_rate never passed: trl's 2e-5",
+    Mutant("trl_default_learning_rate", rule="sft.settings", note="learning_rate never passed: trl's 2e-5",
            edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
                   "        seed=seed, assistant_only_loss=True,\n"}),
-    Mutant("bf16_autocast_on_cpu", TRL, rule="sft.settings", note="use_cpu=True but trl's default bf16=True",
+    Mutant("bf16_autocast_on_cpu", rule="sft.settings", note="use_cpu=True but trl's default bf16=True",
            edits={CPU_SETTINGS: "        use_cpu=not cuda,\n"}),
-    Mutant("gradient_checkpointing_left_on", TRL, rule="sft.settings", note="trl's default checkpointing",
+    Mutant("gradient_checkpointing_left_on", rule="sft.settings", note="trl's default checkpointing",
            edits={NO_CHECKPOINTING: ""}),
-    Mutant("seed_left_to_the_trainer_default", TRL, rule="sft.settings",
+    Mutant("seed_left_to_the_trainer_default", rule="sft.settings",
            note="torch seeded by hand, SFTConfig's seed left at 42: another data order and other dropout draws",
            edits={"        learning_rate=learning_rate, seed=seed, assistant_only_loss=True,\n":
                   "        learning_rate=learning_rate, assistant_only_loss=True,\n"}),
-    Mutant("gradient_accumulation_from_a_tutorial", TRL, rule="sft.settings",
+    Mutant("gradient_accumulation_from_a_tutorial", rule="sft.settings",
            note="gradient_accumulation_steps=2: each step sees twice the batch the call asked for",
            edits={NO_CHECKPOINTING: NO_CHECKPOINTING + "        gradient_accumulation_steps=2,\n"}),
-    Mutant("bf16_weights_on_cpu", TRL, rule="sft.load", note="the model loaded in bf16 on a CPU",
+    Mutant("bf16_weights_on_cpu", rule="sft.load", note="the model loaded in bf16 on a CPU",
            edits={"dtype=torch.bfloat16 if cuda else torch.float32)": "dtype=torch.bfloat16)"}),
-    Mutant("peft_default_targets", TRL, rule="sft.lora_config", note="no target_modules: peft's q_proj, v_proj for Llama",
+    Mutant("peft_default_targets", rule="sft.lora_config", note="no target_modules: peft's q_proj, v_proj for Llama",
            edits={'                                             target_modules="all-linear", task_type="CAUSAL_LM"))\n':
                   '                                             task_type="CAUSAL_LM"))\n'}),
-    Mutant("lora_alpha_and_dropout_ignored", TRL, rule="sft.lora_config", note="LoraConfig's defaults for alpha and dropout",
+    Mutant("lora_alpha_and_dropout_ignored", rule="sft.lora_config", note="LoraConfig's defaults for alpha and dropout",
            edits={"    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,\n":
                   "    model = get_peft_model(model, LoraConfig(r=r,\n"}),
-    Mutant("base_unfrozen", TRL, rule="sft.frozen_base", note="every parameter made trainable again",
+    Mutant("base_unfrozen", rule="sft.frozen_base", note="every parameter made trainable again",
            edits={"    args = SFTConfig(\n": "    for parameter in model.parameters():\n"
                   "        parameter.requires_grad_(True)\n    args = SFTConfig(\n"}),
-    Mutant("saves_the_merged_model", TRL, rule="sft.saved", note="a full model instead of the adapter",
+    Mutant("saves_the_merged_model", rule="sft.saved", note="a full model instead of the adapter",
            edits={SAVE: "    model.merge_and_unload().save_pretrained(out_dir)\n"}),
-    Mutant("relative_output_dir", TRL, rule="sft.writes", note="the trainer writes into the working directory",
+    Mutant("relative_output_dir", rule="sft.writes", note="the trainer writes into the working directory",
            edits={'        output_dir=str(out_dir / "trainer"),': '        output_dir="trainer_output",'}),
-    Mutant("load_dataset_cache", TRL, rule="sft.writes", note="load_dataset writes its Arrow cache outside out_dir",
+    Mutant("load_dataset_cache", rule="sft.writes", note="load_dataset writes its Arrow cache outside out_dir",
            edits={"    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(_read_conversations(train_path)),\n":
                   "    from datasets import load_dataset\n"
                   "    trainer = SFTTrainer(model=model, args=args, train_dataset=load_dataset(\"json\", data_files=str(train_path), split=\"train\"),\n"}),
-    Mutant("loss_every_ten_steps", TRL, rule="sft.returns", note="trl's logging_steps: fewer losses than steps",
+    Mutant("loss_every_ten_steps", rule="sft.returns", note="trl's logging_steps: fewer losses than steps",
            edits={LOGGING: '        save_strategy="no", report_to="none", disable_tqdm=True)\n'}),
-    Mutant("returns_the_total_count", TRL, rule="sft.returns", note="get_nb_trainable_parameters()[1]",
+    Mutant("returns_the_total_count", rule="sft.returns", note="get_nb_trainable_parameters()[1]",
            edits={'            "trainable_parameters": model.get_nb_trainable_parameters()[0]}':
                   '            "trainable_parameters": model.get_nb_trainable_parameters()[1]}'}),
     # ---------------------------------------------------------------- Talking to the model
-    Mutant("no_generation_prompt", GENERATION, rule="gen.prompt", note="the prompt does not end with <|assistant|>",
+    Mutant("no_generation_prompt", rule="gen.prompt", note="the prompt does not end with <|assistant|>",
            edits={PROMPT: PROMPT.replace("add_generation_prompt=True", "add_generation_prompt=False")}),
-    Mutant("sampling", GENERATION, rule="gen.greedy", note="do_sample=True",
+    Mutant("sampling", rule="gen.greedy", note="do_sample=True",
            edits={GENERATE: GENERATE.replace("do_sample=False", "do_sample=True")}),
-    Mutant("stops_at_eos_only", GENERATION, rule="gen.stop", note="eos_token_id=tokenizer.eos_token_id: never <|end|>",
+    Mutant("stops_at_eos_only", rule="gen.stop", note="eos_token_id=tokenizer.eos_token_id: never <|end|>",
            edits={GENERATE: GENERATE.replace("eos_token_id=stop", "eos_token_id=tokenizer.eos_token_id")}),
-    Mutant("stops_at_end_of_turn_only", GENERATION, rule="gen.stop", note="eos_token_id=[<|end|>]: </s> no longer stops",
+    Mutant("stops_at_end_of_turn_only", rule="gen.stop", note="eos_token_id=[<|end|>]: </s> no longer stops",
            edits={'    stop = [tokenizer.convert_tokens_to_ids(END_OF_TURN), tokenizer.eos_token_id]\n':
                   '    stop = [tokenizer.convert_tokens_to_ids(END_OF_TURN)]\n'}),
-    Mutant("prompt_text_tokenized_again", GENERATION, rule="gen.prompt",
+    Mutant("prompt_text_tokenized_again", rule="gen.prompt",
            note="the template rendered as text, then tokenized with the tokenizer's own <s> in front",
            edits={PROMPT: """    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     prompt = tokenizer(text, return_tensors="pt").to(model.device)
 """}),
-    Mutant("fixed_max_new_tokens", GENERATION, rule="gen.stop", note="max_new_tokens ignored",
+    Mutant("fixed_max_new_tokens", rule="gen.stop", note="max_new_tokens ignored",
            edits={GENERATE: GENERATE.replace("max_new_tokens=max_new_tokens", "max_new_tokens=8")}),
-    Mutant("special_tokens_kept", GENERATION, rule="gen.decode", note="<|end|> left in the reply",
+    Mutant("special_tokens_kept", rule="gen.decode", note="<|end|> left in the reply",
            edits={DECODE: DECODE.replace("skip_special_tokens=True", "skip_special_tokens=False")}),
-    Mutant("decodes_the_prompt_too", GENERATION, rule="gen.decode", note="the whole sequence decoded",
+    Mutant("decodes_the_prompt_too", rule="gen.decode", note="the whole sequence decoded",
            edits={DECODE: "    return tokenizer.decode(output[0], skip_special_tokens=True)\n"}),
-    Mutant("generates_in_training_mode", GENERATION, rule="gen.eval_mode", note="no model.eval(): dropout on",
+    Mutant("generates_in_training_mode", rule="gen.eval_mode", note="no model.eval(): dropout on",
            edits={"    was_training = model.training\n    model.eval()\n": "    was_training = model.training\n"}),
-    Mutant("mode_not_restored", GENERATION, rule="gen.eval_mode", note="the model is left in eval mode",
+    Mutant("mode_not_restored", rule="gen.eval_mode", note="the model is left in eval mode",
            edits={"    model.train(was_training)\n": ""}),
     # ---------------------------------------------------------------- Does it learn?
-    Mutant("sft_a_and_b_zero", LEARNING, rule="learn.exact_match",
+    Mutant("sft_a_and_b_zero", rule="learn.exact_match",
            note="A zeroed after get_peft_model: no adapter ever moves, every check of the short run still passes",
            edits={"    args = SFTConfig(\n": "    for name, parameter in model.named_parameters():\n"
                   "        if \"lora_A\" in name:\n            parameter.data.zero_()\n    args = SFTConfig(\n"}),
     # ---------------------------------------------------------------- Read the source
-    Mutant("source_old_blog_post", SOURCE, rule="src.resolves", note="a collator trl removed",
+    Mutant("source_old_blog_post", rule="src.resolves", note="a collator trl removed",
            edits={'    "assistant_only_loss": "trl.trainer.sft_trainer.SFTTrainer._prepare_dataset",':
                   '    "assistant_only_loss": "trl.trainer.utils.DataCollatorForCompletionOnlyLM.torch_call",'}),
-    Mutant("source_constant_length_dataset", SOURCE, rule="src.resolves", note="trl's packing before bfd, since removed",
+    Mutant("source_constant_length_dataset", rule="src.resolves", note="trl's packing before bfd, since removed",
            edits={'    "packing": "trl.data_utils._pack_bfd",': '    "packing": "trl.trainer.utils.ConstantLengthDataset.__iter__",'}),
-    Mutant("source_the_caller_merge", SOURCE, rule="src.own_code", note="merge_and_unload delegates the fold",
+    Mutant("source_the_caller_merge", rule="src.own_code", note="merge_and_unload delegates the fold",
            edits={'    "merge": "peft.tuners.lora.layer.Linear.get_delta_weight",':
                   '    "merge": "peft.tuners.lora.model.LoraModel.merge_and_unload",'}),
-    Mutant("source_the_caller_packing", SOURCE, rule="src.own_code", note="pack_dataset maps a kernel over the dataset",
+    Mutant("source_the_caller_packing", rule="src.own_code", note="pack_dataset maps a kernel over the dataset",
            edits={'    "packing": "trl.data_utils._pack_bfd",': '    "packing": "trl.data_utils.pack_dataset",'}),
 ]
 
 # Bugs the independent author planted in their own solution, each a single edit of it.
 INDEPENDENT_MUTANTS = [
-    Mutant('init_a_default_kaiming', LORA, rule='lora.init_a', base=INDEPENDENT,
+    Mutant('init_a_default_kaiming', rule='lora.init_a', base=INDEPENDENT,
            note='calls kaiming_uniform_ without a=sqrt(5) (bound sqrt(6/in) instead of 1/sqrt(in))',
            edits={'nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))': 'nn.init.kaiming_uniform_(self.lora_A)'}),
-    Mutant('indep_scaling_rslora', LORA, rule='lora.scaling', base=INDEPENDENT,
+    Mutant('indep_scaling_rslora', rule='lora.scaling', base=INDEPENDENT,
            note="uses rsLoRA's alpha / sqrt(r)",
            edits={'self.scaling = alpha / r': 'self.scaling = alpha / math.sqrt(r)'}),
-    Mutant('adapters_always_fp32', LORA, rule='lora.dtype', base=INDEPENDENT,
+    Mutant('adapters_always_fp32', rule='lora.dtype', base=INDEPENDENT,
            note="creates A and B in float32 whatever the base's dtype",
            edits={'device, dtype = base.weight.device, base.weight.dtype': 'device, dtype = base.weight.device, torch.float32'}),
-    Mutant('indep_dropout_on_adapter_output', LORA, rule='lora.dropout_input', base=INDEPENDENT,
+    Mutant('indep_dropout_on_adapter_output', rule='lora.dropout_input', base=INDEPENDENT,
            note="drops the low-rank update instead of the adapter's input",
            edits={'update = self.lora_dropout(x.to(self.lora_A.dtype)) @ self.lora_A.T @ self.lora_B.T': 'update = self.lora_dropout(x.to(self.lora_A.dtype) @ self.lora_A.T @ self.lora_B.T)'}),
-    Mutant('functional_dropout_in_eval', LORA, rule='lora.dropout_eval', base=INDEPENDENT,
+    Mutant('functional_dropout_in_eval', rule='lora.dropout_eval', base=INDEPENDENT,
            note='F.dropout(x, p) without training=self.training keeps dropping in eval mode',
            edits={'update = self.lora_dropout(x.to(self.lora_A.dtype)) @': 'update = nn.functional.dropout(x.to(self.lora_A.dtype), getattr(self.lora_dropout, "p", 0.0)) @'}),
-    Mutant('merge_forgets_scaling', MERGING, rule='merge.weight', base=INDEPENDENT,
+    Mutant('merge_forgets_scaling', rule='merge.weight', base=INDEPENDENT,
            note='folds B A into W without the alpha / r factor',
            edits={'delta = ((B @ A) * self.scaling).to(W.dtype)': 'delta = (B @ A).to(W.dtype)'}),
-    Mutant('indep_merge_in_place', MERGING, rule='merge.leaves_layer', base=INDEPENDENT,
+    Mutant('indep_merge_in_place', rule='merge.leaves_layer', base=INDEPENDENT,
            note="adds the update into the base weight's storage (detach shares memory)",
            edits={'weight = W.detach() + delta': 'weight = W.detach().add_(delta)'}),
-    Mutant('indep_all_linear_includes_head', ADAPTERS, rule='add_lora.all_linear', base=INDEPENDENT,
+    Mutant('indep_all_linear_includes_head', rule='add_lora.all_linear', base=INDEPENDENT,
            note='wraps every nn.Linear, lm_head included',
            edits={'return module is not head': 'return True'}),
-    Mutant('names_suffix_without_dot', ADAPTERS, rule='add_lora.names', base=INDEPENDENT,
+    Mutant('names_suffix_without_dot', rule='add_lora.names', base=INDEPENDENT,
            note='matches by plain suffix: "up_proj" also selects Phi-3\'s gate_up_proj',
            edits={'name.endswith("." + t)': 'name.endswith(t)'}),
-    Mutant('no_match_only_printed', ADAPTERS, rule='add_lora.no_match', base=INDEPENDENT,
+    Mutant('no_match_only_printed', rule='add_lora.no_match', base=INDEPENDENT,
            note='prints a message instead of raising when nothing matched',
            edits={'        raise ValueError(f"target_modules': '        print(f"target_modules'}),
-    Mutant('count_tied_twice', ADAPTERS, rule='count.peft', base=INDEPENDENT,
+    Mutant('count_tied_twice', rule='count.peft', base=INDEPENDENT,
            note='counts a tied embedding/head weight twice',
            edits={'for _, p in model.named_parameters():': 'for _, p in model.named_parameters(remove_duplicate=False):'}),
-    Mutant('labels_masked_by_pad_id', TEMPLATE, rule='tok.pad_token', base=INDEPENDENT,
+    Mutant('labels_masked_by_pad_id', rule='tok.pad_token', base=INDEPENDENT,
            note='also masks every label equal to the pad token id',
            edits={'labels = [t if m else -100 for t, m in zip(input_ids, mask)]': 'labels = [t if m and t != tokenizer.pad_token_id else -100 for t, m in zip(input_ids, mask)]'}),
-    Mutant('labels_shifted_left', TEMPLATE, rule='tok.unshifted', base=INDEPENDENT,
+    Mutant('labels_shifted_left', rule='tok.unshifted', base=INDEPENDENT,
            note='shifts labels by one as if computing the loss here',
            edits={'labels = [t if m else -100 for t, m in zip(input_ids, mask)]': 'labels = [t if m else -100 for t, m in zip(input_ids[1:], mask[1:])] + [-100]'}),
-    Mutant('truncate_keep_end', TEMPLATE, rule='tok.truncation', base=INDEPENDENT,
+    Mutant('truncate_keep_end', rule='tok.truncation', base=INDEPENDENT,
            note='keeps the last max_length tokens',
            edits={'input_ids[:max_length], attention_mask[:max_length], labels[:max_length]': 'input_ids[-max_length:], attention_mask[-max_length:], labels[-max_length:]'}),
-    Mutant('pack_labels_from_input_ids', PACKING, rule='pack.boundary', base=INDEPENDENT,
+    Mutant('pack_labels_from_input_ids', rule='pack.boundary', base=INDEPENDENT,
            note="rebuilds labels from input_ids, losing the example's own -100 mask",
            edits={'row["labels"] += [-100] + labels[1:]': 'row["labels"] += [-100] + ids[1:]'}),
-    Mutant('pack_next_fit', PACKING, rule='pack.dense', base=INDEPENDENT,
+    Mutant('pack_next_fit', rule='pack.dense', base=INDEPENDENT,
            note='next-fit: only the last row is tried',
            edits={'fitting = [row for row in rows if': 'fitting = [row for row in rows[-1:] if'}),
-    Mutant('pack_exact_fit_refused', PACKING, rule='pack.dense', base=INDEPENDENT,
+    Mutant('pack_exact_fit_refused', rule='pack.dense', base=INDEPENDENT,
            note='off by one: a row may not be filled up to exactly seq_len',
            edits={'seq_len - row[0] >= n': 'seq_len - row[0] > n'}),
-    Mutant('sft_default_learning_rate', TRL, rule='sft.settings', base=INDEPENDENT,
+    Mutant('sft_default_learning_rate', rule='sft.settings', base=INDEPENDENT,
            note="forgets learning_rate: trl's 2e-5 default",
            edits={'        learning_rate=learning_rate,\n': ''}),
-    Mutant('sft_loss_on_whole_sequence', TRL, rule='sft.assistant_only', base=INDEPENDENT,
+    Mutant('sft_loss_on_whole_sequence', rule='sft.assistant_only', base=INDEPENDENT,
            note='omits assistant_only_loss, so the loss covers system/user tokens too',
            edits={'        assistant_only_loss=True,\n': ''}),
-    Mutant('sft_unseeded_adapters', TRL, rule='sft.seeded', base=INDEPENDENT,
+    Mutant('sft_unseeded_adapters', rule='sft.seeded', base=INDEPENDENT,
            note="relies on the trainer's seed, so lora_A is drawn from whatever RNG state",
            edits={'    torch.manual_seed(seed)          # the adapters are drawn here, before the trainer seeds itself\n': ''}),
-    Mutant('gen_stops_at_eos_only', GENERATION, rule='gen.stop', base=INDEPENDENT,
+    Mutant('gen_stops_at_eos_only', rule='gen.stop', base=INDEPENDENT,
            note='passes eos_token_id=tokenizer.eos_token_id (</s>) only',
            edits={'eos_token_id=stops,': 'eos_token_id=tokenizer.eos_token_id,'}),
-    Mutant('gen_keeps_special_tokens', GENERATION, rule='gen.decode', base=INDEPENDENT,
+    Mutant('gen_keeps_special_tokens', rule='gen.decode', base=INDEPENDENT,
            note='decodes with special tokens, so the reply ends in <|end|>',
            edits={'skip_special_tokens=True)': 'skip_special_tokens=False)'}),
-    Mutant('gen_leaves_eval_mode', GENERATION, rule='gen.eval_mode', base=INDEPENDENT,
+    Mutant('gen_leaves_eval_mode', rule='gen.eval_mode', base=INDEPENDENT,
            note='calls model.eval() and never restores training mode',
            edits={'            m.training = training\n': '            pass\n'}),
-    Mutant('src_all_linear_names_caller', SOURCE, rule='src.own_code', base=INDEPENDENT,
+    Mutant('src_all_linear_names_caller', rule='src.own_code', base=INDEPENDENT,
            note='names get_peft_model, which only delegates the all-linear expansion',
            edits={'"peft.tuners.tuners_utils._maybe_include_all_linear_layers"': '"peft.mapping_func.get_peft_model"'}),
 ]

@@ -22,8 +22,6 @@ lies outside the blocks, plus the largest number of bytes one block saves in a p
 """
 import json
 import os
-import warnings
-from contextlib import contextmanager
 from functools import cache, lru_cache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,8 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.pytorch_utils import Conv1D
-from transformers.utils import logging as hf_logging
 
+from grader.core.suite_helpers import one_torch_thread, quiet_libraries
 from grader.tasks import DATASETS
 
 ZOO = DATASETS / "configs"
@@ -55,20 +53,6 @@ def zoo_config(name):
 
 # ---------------------------------------------------------------- models from config dicts
 
-@contextmanager
-def _quiet():
-    """transformers' notices (token ids beyond a tiny vocabulary, caching turned off under
-    checkpointing, deprecations) would land in the learner's test output: keep them out."""
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        hf_logging.set_verbosity(level)
-
-
 def _key(config):
     return json.dumps(config, sort_keys=True)
 
@@ -81,7 +65,7 @@ def hf_config(config):
 @lru_cache(maxsize=8)          # results are cached below: the models need not outlive a grading
 def _model(key, bytes_per_value, device):
     torch.manual_seed(0)
-    with _quiet(), torch.device(device):
+    with quiet_libraries(), torch.device(device):
         model = AutoModelForCausalLM.from_config(hf_config(json.loads(key)), dtype=DTYPES[bytes_per_value])
     return model.train()
 
@@ -143,7 +127,7 @@ def peft_lora_count(config, r, targets="all-linear"):
 @cache
 def _peft_lora_count(key, r, targets):
     from peft import LoraConfig, get_peft_model
-    with _quiet(), torch.device("meta"):
+    with quiet_libraries(), torch.device("meta"):
         base = AutoModelForCausalLM.from_config(hf_config(json.loads(key)), dtype=torch.bfloat16)
         targets = targets if isinstance(targets, str) else list(targets)
         adapted = get_peft_model(base, LoraConfig(r=r, target_modules=targets))
@@ -188,7 +172,7 @@ def _prefill(key, batch, seq_len, bytes_per_value):
 
     handles = [block.register_forward_pre_hook(record, with_kwargs=True) for block in decoder_blocks(net)]
     try:
-        with _quiet(), torch.no_grad():
+        with quiet_libraries(), torch.no_grad():
             cache_ = net(**inputs, use_cache=True).cache
     finally:
         for handle in handles:
@@ -239,7 +223,7 @@ def _run_saved(net, inputs, by_storage):
         handles.append(block.register_forward_pre_hook(lambda *_, i=index: setattr(counter, "block", i)))
         handles.append(block.register_forward_hook(lambda *_: setattr(counter, "block", None)))
     try:
-        with _quiet(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
+        with quiet_libraries(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
             output = net(**inputs)
         del output
     finally:
@@ -248,22 +232,11 @@ def _run_saved(net, inputs, by_storage):
     return counter
 
 
-@contextmanager
-def _one_thread():
-    """Tiny CPU matmuls: with cores shared by other processes, more threads only spin and wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @cache
 def _plain(key, batch, seq_len, bytes_per_value, device):
     """(bytes saved by a plain forward, the most bytes one decoder block saves)."""
     net = _model(key, bytes_per_value, device)
-    with _one_thread():
+    with one_torch_thread():
         counter = _run_saved(net, _inputs(json.loads(key), batch, seq_len, device), device != "meta")
     return counter.total, max(counter.per_block.values())
 
@@ -272,10 +245,10 @@ def _plain(key, batch, seq_len, bytes_per_value, device):
 def _checkpointed(key, batch, seq_len, bytes_per_value, device):
     """Bytes saved by a forward with reentrant checkpointing, plus one block recomputed."""
     net = _model(key, bytes_per_value, device)
-    with _quiet():
+    with quiet_libraries():
         net.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": True})
     try:
-        with _one_thread():
+        with one_torch_thread():
             kept = _run_saved(net, _inputs(json.loads(key), batch, seq_len, device), device != "meta").total
     finally:
         net.activation_checkpointing_disable()
@@ -297,7 +270,7 @@ def saved_bytes_both_rules(config, batch, seq_len, bytes_per_value=2):
 def _both_rules(key, batch, seq_len, bytes_per_value):
     net = _model(key, bytes_per_value, "cpu")
     inputs = _inputs(json.loads(key), batch, seq_len, "cpu")
-    with _one_thread():
+    with one_torch_thread():
         by_storage = _run_saved(net, inputs, by_storage=True).total
         by_base = _run_saved(net, inputs, by_storage=False).total       # the meta rule, on CPU tensors
     return by_storage, by_base

@@ -3,190 +3,176 @@
 
 Two authors: the course's own, written as edits of solutions/04_memory_accounting/memory.py, and
 an independent solution written from the README and stub alone (independent/memory.py) with the
-bugs its author planted in it (`base=INDEPENDENT`). Every mutant names the README rule it breaks
-(contracts.py), and every rule has at least one mutant.
+bugs its author planted in it (`base=INDEPENDENT`). Every mutant names the rule it breaks, as
+the README marks it, and every rule has at least one mutant.
 """
 from grader.running.variants import INDEPENDENT, Alternative, Independent, Mutant
 
-UNITS = "Units and conventions"
-PARAMS = "Parameters from a config"
-LORA = "LoRA parameters"
-STATE = "Training state memory"
-ADAPTERS = "LoRA and QLoRA memory"
-FSDP = "Sharding with FSDP"
-KV = "KV cache"
-ACTIVATIONS = "Activations"
-CHECKPOINTING = "Gradient checkpointing"
-ROOFLINE = "Decode and prefill"
-INTENSITY = "Arithmetic intensity"
-FITS = "Does it fit?"
-OOM = "Which block did the OOM land in?"
-
 COURSE_MUTANTS = [
     # ---------------------------------------------------------------- units and config keys
-    Mutant("training_memory_in_gigabytes", STATE, rule="units.bytes_ms", note="state reported in GB, not bytes",
+    Mutant("training_memory_in_gigabytes", concept="Training state memory", rule="units.bytes_ms", note="state reported in GB, not bytes",
            edits={"state = {block: size / n_gpus for block, size in state.items()}":
                   "state = {block: size / n_gpus / GB for block, size in state.items()}"}),
-    Mutant("kv_cache_always_bf16", KV, rule="units.bytes_per_value", note="2 bytes per value whatever the argument",
+    Mutant("kv_cache_always_bf16", concept="KV cache", rule="units.bytes_per_value", note="2 bytes per value whatever the argument",
            edits={"seq_len * arch.kv_heads * arch.head_dim * bytes_per_value": "seq_len * arch.kv_heads * arch.head_dim * 2"}),
-    Mutant("kv_heads_null_not_defaulted", UNITS, rule="config.kv_heads_default",
+    Mutant("kv_heads_null_not_defaulted", rule="config.kv_heads_default",
            note="a missing num_key_value_heads handled, an explicit null not",
            edits={'config.get("num_key_value_heads") or heads': 'config.get("num_key_value_heads", heads)'}),
-    Mutant("head_dim_null_not_defaulted", UNITS, rule="config.head_dim_default",
+    Mutant("head_dim_null_not_defaulted", rule="config.head_dim_default",
            note="a missing head_dim handled, an explicit null not",
            edits={'config.get("head_dim") or hidden // heads': 'config.get("head_dim", hidden // heads)'}),
-    Mutant("bias_keys_read_for_every_model_type", UNITS, rule="config.bias_keys",
+    Mutant("bias_keys_read_for_every_model_type", rule="config.bias_keys",
            note="attention_bias and mlp_bias honoured where Hugging Face ignores them",
            edits={'attention_bias = family in ATTENTION_BIAS_READERS and bool(config.get("attention_bias", False))':
                   'attention_bias = bool(config.get("attention_bias", False))',
                   'mlp_bias=family in MLP_BIAS_READERS and bool(config.get("mlp_bias", False)),':
                   'mlp_bias=bool(config.get("mlp_bias", False)),'}),
-    Mutant("n_inner_null_not_defaulted", UNITS, rule="config.n_inner_default", note="gpt2's n_inner: null kept as None",
+    Mutant("n_inner_null_not_defaulted", rule="config.n_inner_default", note="gpt2's n_inner: null kept as None",
            edits={'config.get("n_inner") or 4 * hidden': 'config.get("n_inner", 4 * hidden)'}),
     # ---------------------------------------------------------------- parameters
-    Mutant("tied_embeddings_counted_twice", PARAMS, rule="params.tied_once",
+    Mutant("tied_embeddings_counted_twice", rule="params.tied_once",
            note="lm_head counted even when it is the embedding",
            edits={"lm_head = 0 if arch.tied else arch.vocab * arch.hidden": "lm_head = arch.vocab * arch.hidden"}),
-    Mutant("kv_projections_with_attention_heads", PARAMS, rule="params.gqa",
+    Mutant("kv_projections_with_attention_heads", rule="params.gqa",
            note="k and v sized as if every head had its own",
            edits={"h, q, kv = arch.hidden, arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim":
                   "h, q, kv = arch.hidden, arch.heads * arch.head_dim, arch.heads * arch.head_dim"}),
-    Mutant("two_ffn_matrices", PARAMS, rule="params.gated_mlp",
+    Mutant("two_ffn_matrices", rule="params.gated_mlp",
            note="the GPT-2 MLP (up, down) for a gated MLP (gate, up, down)",
            edits={'return attention + [("gate_proj", h, i, arch.mlp_bias), ("up_proj", h, i, arch.mlp_bias),':
                   'return attention + [("up_proj", h, i, arch.mlp_bias),'}),
-    Mutant("explicit_head_dim_ignored", PARAMS, rule="params.head_dim", note="head_dim taken as hidden_size / heads always",
+    Mutant("explicit_head_dim_ignored", rule="params.head_dim", note="head_dim taken as hidden_size / heads always",
            edits={'config.get("head_dim") or hidden // heads': "hidden // heads"}),
-    Mutant("norms_forgotten", PARAMS, rule="params.norms", note="RMSNorm / LayerNorm weights left out",
+    Mutant("norms_forgotten", rule="params.norms", note="RMSNorm / LayerNorm weights left out",
            edits={"    block += 2 * _norm_params(arch)\n": "",
                   "return embeddings + arch.layers * block + _norm_params(arch) + lm_head":
                   "return embeddings + arch.layers * block + lm_head"}),
-    Mutant("qkv_bias_forgotten", PARAMS, rule="params.qwen2_bias", note="Qwen2's q, k, v biases are implied, not in the config",
+    Mutant("qkv_bias_forgotten", rule="params.qwen2_bias", note="Qwen2's q, k, v biases are implied, not in the config",
            edits={'qkv_bias=attention_bias or family == "qwen2",': "qkv_bias=attention_bias,"}),
-    Mutant("one_expert_counted", PARAMS, rule="params.experts", note="the active expert counted, not all of them",
+    Mutant("one_expert_counted", rule="params.experts", note="the active expert counted, not all of them",
            edits={'return attention + expert * arch.experts + [("gate", h, arch.experts, False)]':
                   'return attention + expert + [("gate", h, arch.experts, False)]'}),
-    Mutant("router_forgotten", PARAMS, rule="params.router", note="the experts without their router",
+    Mutant("router_forgotten", rule="params.router", note="the experts without their router",
            edits={'return attention + expert * arch.experts + [("gate", h, arch.experts, False)]':
                   "return attention + expert * arch.experts"}),
-    Mutant("gpt2_layernorm_without_bias", PARAMS, rule="params.gpt2", note="GPT-2's LayerNorms counted like RMSNorms",
+    Mutant("gpt2_layernorm_without_bias", rule="params.gpt2", note="GPT-2's LayerNorms counted like RMSNorms",
            edits={'return 2 * arch.hidden if arch.family == "gpt2" else arch.hidden': "return arch.hidden"}),
-    Mutant("twelve_h_squared_rule_of_thumb", PARAMS, rule="params.exact", note="12 L h^2 + V h, the textbook estimate",
+    Mutant("twelve_h_squared_rule_of_thumb", rule="params.exact", note="12 L h^2 + V h, the textbook estimate",
            functions={"param_count": '''
 def param_count(config):
     arch = _arch(config)
     return 12 * arch.layers * arch.hidden ** 2 + arch.vocab * arch.hidden
 '''}),
     # ---------------------------------------------------------------- LoRA
-    Mutant("lora_r_in_out", LORA, rule="lora.r_in_out", note="r * in * out: a dense matrix again",
+    Mutant("lora_r_in_out", rule="lora.r_in_out", note="r * in * out: a dense matrix again",
            edits={"sum(r * (n_in + n_out) for _, n_in, n_out, _ in linears)":
                   "sum(r * n_in * n_out for _, n_in, n_out, _ in linears)"}),
-    Mutant("lora_adapts_lm_head", LORA, rule="lora.all_linear", note='"all-linear" taken to include lm_head',
+    Mutant("lora_adapts_lm_head", rule="lora.all_linear", note='"all-linear" taken to include lm_head',
            edits={"return arch.layers * sum(r * (n_in + n_out) for _, n_in, n_out, _ in linears)":
                   "return arch.layers * sum(r * (n_in + n_out) for _, n_in, n_out, _ in linears) + (\n"
                   '        r * (arch.hidden + arch.vocab) if target_modules == "all-linear" else 0)'}),
-    Mutant("lora_names_in_one_block", LORA, rule="lora.names", note="named targets counted in one block, not every block",
+    Mutant("lora_names_in_one_block", rule="lora.names", note="named targets counted in one block, not every block",
            edits={"        linears = [linear for linear in linears if linear[0] in target_modules]\n":
                   "        return sum(r * (n_in + n_out) for name, n_in, n_out, _ in linears if name in target_modules)\n"}),
-    Mutant("lora_unknown_names_count_nothing", LORA, rule="lora.bad_names",
+    Mutant("lora_unknown_names_count_nothing", rule="lora.bad_names",
            note="a name the model lacks adapts nothing, a bare string is one name",
            edits={'        raise ValueError(f\'target_modules is "all-linear" or a list of layer names, not {target_modules!r}\')':
                   "        target_modules = [target_modules]",
                   '            raise ValueError(f"no linear layers named {sorted(unknown)}; this model has {sorted(known)}")':
                   "            pass"}),
     # ---------------------------------------------------------------- training state
-    Mutant("twelve_bytes_no_master_weights", STATE, rule="state.full", note="bf16 weights, grads and moments only",
+    Mutant("twelve_bytes_no_master_weights", rule="state.full", note="bf16 weights, grads and moments only",
            edits={"master_weights=4 * n": "master_weights=0"}),
-    Mutant("eighteen_bytes_fp32_grads", STATE, rule="state.full", note="fp32 gradients on top of bf16 weights",
+    Mutant("eighteen_bytes_fp32_grads", rule="state.full", note="fp32 gradients on top of bf16 weights",
            edits={"grads=2 * n": "grads=4 * n"}),
-    Mutant("total_without_the_adapters", ADAPTERS, rule="state.blocks", note="total sums the base model's blocks only",
+    Mutant("total_without_the_adapters", concept="LoRA and QLoRA memory", rule="state.blocks", note="total sums the base model's blocks only",
            edits={'state["total"] = sum(state.values())':
                   'state["total"] = sum(size for block, size in state.items() if block != "lora")'}),
-    Mutant("unknown_method_accepted", STATE, rule="state.methods", note="any method but full treated as an adapter method",
+    Mutant("unknown_method_accepted", rule="state.methods", note="any method but full treated as an adapter method",
            edits={"    if method not in TRAINING_METHODS:\n"
                   '        raise ValueError(f"method must be one of {TRAINING_METHODS}, not {method!r}")\n': ""}),
-    Mutant("lora_without_frozen_base", ADAPTERS, rule="adapters.lora", note="only the adapters counted",
+    Mutant("lora_without_frozen_base", rule="adapters.lora", note="only the adapters counted",
            edits={'state["weights"] = 2 * n if method == "lora" else': 'state["weights"] = 0 if method == "lora" else'}),
-    Mutant("qlora_without_scales", ADAPTERS, rule="adapters.qlora", note="4 bits per parameter, the absmax scales forgotten",
+    Mutant("qlora_without_scales", rule="adapters.qlora", note="4 bits per parameter, the absmax scales forgotten",
            edits={"n / 2 + 4 * math.ceil(n / QLORA_BLOCK)": "n / 2"}),
-    Mutant("fsdp_not_sharding", FSDP, rule="fsdp.every_block", note="n_gpus ignored",
+    Mutant("fsdp_not_sharding", rule="fsdp.every_block", note="n_gpus ignored",
            edits={"state = {block: size / n_gpus for block, size in state.items()}":
                   "state = {block: size for block, size in state.items()}"}),
     # ---------------------------------------------------------------- KV cache
-    Mutant("kv_cache_without_factor_2", KV, rule="kv.formula", note="keys counted, values forgotten",
+    Mutant("kv_cache_without_factor_2", rule="kv.formula", note="keys counted, values forgotten",
            edits={"return 2 * arch.layers * batch * seq_len": "return arch.layers * batch * seq_len"}),
-    Mutant("kv_cache_with_attention_heads", KV, rule="kv.formula", note="GQA ignored: one K/V per query head",
+    Mutant("kv_cache_with_attention_heads", rule="kv.formula", note="GQA ignored: one K/V per query head",
            edits={"seq_len * arch.kv_heads * arch.head_dim * bytes_per_value":
                   "seq_len * arch.heads * arch.head_dim * bytes_per_value"}),
-    Mutant("kv_cache_capped_at_sliding_window", KV, rule="kv.contract",
+    Mutant("kv_cache_capped_at_sliding_window", rule="kv.contract",
            note="only the last sliding_window tokens counted, as Hugging Face's cache keeps them",
            edits={"    return 2 * arch.layers * batch * seq_len * arch.kv_heads":
                   '    seq_len = min(seq_len, config.get("sliding_window") or seq_len)\n'
                   "    return 2 * arch.layers * batch * seq_len * arch.kv_heads"}),
     # ---------------------------------------------------------------- activations
-    Mutant("residual_stream_of_one_layer", ACTIVATIONS, rule="act.residual", note="one block's input, not every block's",
+    Mutant("residual_stream_of_one_layer", rule="act.residual", note="one block's input, not every block's",
            edits={"return arch.layers * batch * seq_len * arch.hidden * bytes_per_value":
                   "return batch * seq_len * arch.hidden * bytes_per_value"}),
-    Mutant("activations_all_in_training_dtype", ACTIVATIONS, rule="act.fp32_ops",
+    Mutant("activations_all_in_training_dtype", rule="act.fp32_ops",
            note="norms, softmax and the loss saved in bf16 like the rest",
            edits={"b, f = bytes_per_value, max(4, bytes_per_value)": "b, f = bytes_per_value, bytes_per_value"}),
-    Mutant("activations_kv_not_repeated", ACTIVATIONS, rule="act.kv_repeated",
+    Mutant("activations_kv_not_repeated", rule="act.kv_repeated",
            note="k and v saved with their K heads, as if GQA saved activation memory",
            edits={"qkv = 3 * tokens * arch.heads * arch.head_dim * b":
                   "qkv = tokens * (arch.heads + 2 * arch.kv_heads) * arch.head_dim * b"}),
-    Mutant("probs_cast_counted_in_fp32", ACTIVATIONS, rule="act.probs", note="a cast of the probabilities counted in fp32 too",
+    Mutant("probs_cast_counted_in_fp32", rule="act.probs", note="a cast of the probabilities counted in fp32 too",
            edits={"(f if b >= f else f + b)": "(f + b)"}),
-    Mutant("activations_without_seq_squared", ACTIVATIONS, rule="act.measured",
+    Mutant("activations_without_seq_squared", rule="act.measured",
            note="attention probabilities not stored, as if SDPA, not the eager model",
            edits={"scores = batch * arch.heads * seq_len ** 2 * (f if b >= f else f + b)": "scores = 0"}),
-    Mutant("activations_without_the_loss", ACTIVATIONS, rule="act.loss", note="the fp32 log-probabilities of the loss forgotten",
+    Mutant("activations_without_the_loss", rule="act.loss", note="the fp32 log-probabilities of the loss forgotten",
            edits={"outside = tokens * (8 + arch.vocab * f + 8)": "outside = tokens * (8 + 8)"}),
-    Mutant("rope_tables_counted", ACTIVATIONS, rule="act.linear_batch",
+    Mutant("rope_tables_counted", rule="act.linear_batch",
            note="RoPE's cos and sin tables added once per forward: no longer proportional to batch",
            edits={"    return outside + arch.layers * layer\n":
                   "    return outside + arch.layers * layer + 2 * seq_len * arch.head_dim * f\n"}),
-    Mutant("activations_estimated_for_gpt2", ACTIVATIONS, rule="act.gpt2", note="the llama table applied to gpt2",
+    Mutant("activations_estimated_for_gpt2", rule="act.gpt2", note="the llama table applied to gpt2",
            edits={'    if arch.family == "gpt2":\n'
                   '        raise ValueError("activation_bytes covers the llama-like model types, not gpt2")\n': ""}),
-    Mutant("checkpointing_saves_nothing", CHECKPOINTING, rule="ckpt.measured", note="checkpointing=True changes nothing",
+    Mutant("checkpointing_saves_nothing", rule="ckpt.measured", note="checkpointing=True changes nothing",
            edits={"    if checkpointing:\n        return outside + arch.layers * tokens * arch.hidden * b + layer\n": ""}),
-    Mutant("checkpointing_forgets_block_inputs", CHECKPOINTING, rule="ckpt.peak", note="one block recomputed, inputs not kept",
+    Mutant("checkpointing_forgets_block_inputs", rule="ckpt.peak", note="one block recomputed, inputs not kept",
            edits={"return outside + arch.layers * tokens * arch.hidden * b + layer": "return outside + layer"}),
-    Mutant("recomputed_block_of_one_sequence", CHECKPOINTING, rule="ckpt.linear_batch",
+    Mutant("recomputed_block_of_one_sequence", rule="ckpt.linear_batch",
            note="the recomputed block sized for one sequence of the batch",
            edits={"return outside + arch.layers * tokens * arch.hidden * b + layer":
                   "return outside + arch.layers * tokens * arch.hidden * b + _layer_saved(arch, 1, seq_len, b, f)"}),
     # ---------------------------------------------------------------- roofline
-    Mutant("prefill_without_factor_2", ROOFLINE, rule="roofline.prefill", note="one FLOP per parameter per token",
+    Mutant("prefill_without_factor_2", rule="roofline.prefill", note="one FLOP per parameter per token",
            edits={"return 2 * n_params * n_tokens / peak_flops * 1e3": "return n_params * n_tokens / peak_flops * 1e3"}),
-    Mutant("decode_from_flops", ROOFLINE, rule="roofline.decode", note="2 FLOPs per parameter over the bandwidth, not bytes",
+    Mutant("decode_from_flops", rule="roofline.decode", note="2 FLOPs per parameter over the bandwidth, not bytes",
            edits={"return n_params * bytes_per_param / mem_bandwidth * 1e3": "return 2 * n_params / mem_bandwidth * 1e3"}),
-    Mutant("gb_and_gib_confused", ROOFLINE, rule="units.gb_gib", note="model size in GiB over bandwidth in GB/s",
+    Mutant("gb_and_gib_confused", concept="Decode and prefill", rule="units.gb_gib", note="model size in GiB over bandwidth in GB/s",
            edits={"return n_params * bytes_per_param / mem_bandwidth * 1e3":
                   "return n_params * bytes_per_param / 2**30 / (mem_bandwidth / 1e9) * 1e3"}),
-    Mutant("decode_in_seconds", ROOFLINE, rule="roofline.ms", note="the bound in seconds",
+    Mutant("decode_in_seconds", rule="roofline.ms", note="the bound in seconds",
            edits={"return n_params * bytes_per_param / mem_bandwidth * 1e3": "return n_params * bytes_per_param / mem_bandwidth"}),
-    Mutant("ridge_point_inverted", INTENSITY, rule="intensity.ridge", note="bytes per FLOP",
+    Mutant("ridge_point_inverted", rule="intensity.ridge", note="bytes per FLOP",
            edits={"return peak_flops / mem_bandwidth": "return mem_bandwidth / peak_flops"}),
-    Mutant("intensity_without_output", INTENSITY, rule="intensity.matmul", note="only the inputs are moved",
+    Mutant("intensity_without_output", rule="intensity.matmul", note="only the inputs are moved",
            edits={"(m * k + k * n + m * n)": "(m * k + k * n)"}),
     # ---------------------------------------------------------------- fits and OOM
-    Mutant("fits_without_activations", FITS, rule="fits.training", note="only the states must fit",
+    Mutant("fits_without_activations", rule="fits.training", note="only the states must fit",
            edits={"return sum(blocks.values()) <= gpu_memory":
                   'return sum(size for block, size in blocks.items() if block != "activations") <= gpu_memory'}),
-    Mutant("fits_lora_on_q_and_v", FITS, rule="fits.lora_default", note="peft's default targets for llama, not all-linear",
+    Mutant("fits_lora_on_q_and_v", rule="fits.lora_default", note="peft's default targets for llama, not all-linear",
            edits={"state = training_memory(config, method, n_gpus=n_gpus)":
                   'state = training_memory(config, method, n_gpus=n_gpus, lora_targets=["q_proj", "v_proj"])'}),
-    Mutant("culprit_ignores_the_optimizer", OOM, rule="oom.optimizer_block", note="AdamW's 8 bytes whatever the optimizer",
+    Mutant("culprit_ignores_the_optimizer", rule="oom.optimizer_block", note="AdamW's 8 bytes whatever the optimizer",
            edits={"(4 + OPTIMIZER_STATE_BYTES[optimizer]) * trained": "(4 + 8) * trained"}),
-    Mutant("lora_adapters_all_in_weights", OOM, rule="oom.lora_split", note="the adapters' 16 bytes counted as weights",
+    Mutant("lora_adapters_all_in_weights", rule="oom.lora_split", note="the adapters' 16 bytes counted as weights",
            edits={'trained = state["grads"] / 2 + adapter': 'trained = state["grads"] / 2',
                   'blocks["weights"] = state["weights"] + 2 * adapter': 'blocks["weights"] = state["weights"] + 16 * adapter'}),
-    Mutant("culprit_by_ratio", OOM, rule="oom.growth", note="the block that grew by the largest factor, not in bytes",
+    Mutant("culprit_by_ratio", rule="oom.growth", note="the block that grew by the largest factor, not in bytes",
            edits={"return max(OOM_BLOCKS, key=lambda block: new[block] - old[block])":
                   "return max(OOM_BLOCKS, key=lambda block: new[block] / old[block] if old[block] else\n"
                   "               (float('inf') if new[block] else 1.0))"}),
-    Mutant("inference_counts_activations", OOM, rule="oom.kinds", note="a serving setup given a training forward's activations",
+    Mutant("inference_counts_activations", rule="oom.kinds", note="a serving setup given a training forward's activations",
            edits={'        blocks["kv_cache"] = kv_cache_bytes(config, batch, seq_len) / n_gpus\n':
                   '        blocks["kv_cache"] = kv_cache_bytes(config, batch, seq_len) / n_gpus\n'
                   '        blocks["activations"] = activation_bytes(config, batch, seq_len)\n'}),
@@ -194,92 +180,92 @@ def param_count(config):
 
 # The independent author's bugs, each one edit of independent/memory.py that breaks one README rule.
 INDEPENDENT_MUTANTS = [
-    Mutant("gemma_untied_by_default", UNITS, rule="config.tie_default", base=INDEPENDENT,
+    Mutant("gemma_untied_by_default", rule="config.tie_default", base=INDEPENDENT,
            note="missing tie_word_embeddings read as false for gemma too",
            edits={'_TIED_BY_DEFAULT = ("gemma", "gpt2")': '_TIED_BY_DEFAULT = ("gpt2",)'}),
-    Mutant("head_dim_null_not_defaulted_independently", UNITS, rule="config.head_dim_default", base=INDEPENDENT,
+    Mutant("head_dim_null_not_defaulted_independently", rule="config.head_dim_default", base=INDEPENDENT,
            note="handles a missing head_dim but not an explicit null",
            edits={'"d": _get(config, "head_dim", h // heads),': '"d": config.get("head_dim", h // heads),'}),
-    Mutant("tied_lm_head_counted_twice", PARAMS, rule="params.tied_once", base=INDEPENDENT,
+    Mutant("tied_lm_head_counted_twice", rule="params.tied_once", base=INDEPENDENT,
            note="always adds a V x h lm_head",
            edits={'lm_head = 0 if c["tie"] else vocab * h': "lm_head = vocab * h"}),
-    Mutant("head_dim_from_hidden_size", PARAMS, rule="params.head_dim", base=INDEPENDENT,
+    Mutant("head_dim_from_hidden_size", rule="params.head_dim", base=INDEPENDENT,
            note="derives head_dim from hidden_size even when the config gives it",
            edits={'"d": _get(config, "head_dim", h // heads),': '"d": h // heads,'}),
-    Mutant("qwen2_o_proj_bias", PARAMS, rule="params.qwen2_bias", base=INDEPENDENT, note="gives Qwen2 an o_proj bias too",
+    Mutant("qwen2_o_proj_bias", rule="params.qwen2_bias", base=INDEPENDENT, note="gives Qwen2 an o_proj bias too",
            edits={"attention += heads * d + 2 * kv * d\n    elif": "attention += heads * d + 2 * kv * d + h\n    elif"}),
-    Mutant("mixtral_router_with_bias", PARAMS, rule="params.router", base=INDEPENDENT, note="counts a bias on the router",
+    Mutant("mixtral_router_with_bias", rule="params.router", base=INDEPENDENT, note="counts a bias on the router",
            edits={'+ h * c["E"]': '+ (h + 1) * c["E"]'}),
-    Mutant("gpt2_no_position_embeddings", PARAMS, rule="params.gpt2", base=INDEPENDENT, note="forgets GPT-2's wpe table",
+    Mutant("gpt2_no_position_embeddings", rule="params.gpt2", base=INDEPENDENT, note="forgets GPT-2's wpe table",
            edits={'return vocab * h + c["P"] * h + layers': "return vocab * h + layers"}),
-    Mutant("mixtral_lora_skips_router", LORA, rule="lora.mixtral", base=INDEPENDENT,
+    Mutant("mixtral_lora_skips_router", rule="lora.mixtral", base=INDEPENDENT,
            note="all-linear on Mixtral leaves the router out",
            edits={'("w2", inter, h, experts),\n                            ("gate", h, experts, 1)]':
                   '("w2", inter, h, experts)]'}),
-    Mutant("gpt2_lora_c_proj_once", LORA, rule="lora.gpt2", base=INDEPENDENT,
+    Mutant("gpt2_lora_c_proj_once", rule="lora.gpt2", base=INDEPENDENT,
            note="adapts only one of GPT-2's two c_proj layers",
            edits={'("c_fc", h, inter, 1), ("c_proj", inter, h, 1)]': '("c_fc", h, inter, 1)]'}),
-    Mutant("full_grads_fp32", STATE, rule="state.full", base=INDEPENDENT, note="keeps gradients in fp32",
+    Mutant("full_grads_fp32", rule="state.full", base=INDEPENDENT, note="keeps gradients in fp32",
            edits={"grads=2 * n_params": "grads=4 * n_params"}),
-    Mutant("qlora_scales_per_full_block", ADAPTERS, rule="adapters.qlora", base=INDEPENDENT,
+    Mutant("qlora_scales_per_full_block", rule="adapters.qlora", base=INDEPENDENT,
            note="floor instead of ceil for the absmax blocks",
            edits={'blocks["weights"] = 0.5 * n_params + 4 * math.ceil(n_params / 64)':
                   'blocks["weights"] = 0.5 * n_params + 4 * (n_params // 64)'}),
-    Mutant("lora_rank_ignored", ADAPTERS, rule="adapters.rank_targets", base=INDEPENDENT,
+    Mutant("lora_rank_ignored", rule="adapters.rank_targets", base=INDEPENDENT,
            note="always uses r=16 whatever lora_r is",
            edits={"lora_param_count(config, lora_r, lora_targets)": "lora_param_count(config, 16, lora_targets)"}),
-    Mutant("lora_frozen_base_gets_grads", ADAPTERS, rule="adapters.lora", base=INDEPENDENT,
+    Mutant("lora_frozen_base_gets_grads", rule="adapters.lora", base=INDEPENDENT,
            note="counts bf16 gradients for the frozen base",
            edits={'blocks["weights"] = 2 * n_params\n': "blocks.update(weights=2 * n_params, grads=2 * n_params)\n"}),
-    Mutant("fsdp_shards_only_optimizer_state", FSDP, rule="fsdp.every_block", base=INDEPENDENT,
+    Mutant("fsdp_shards_only_optimizer_state", rule="fsdp.every_block", base=INDEPENDENT,
            note="ZeRO-1: divides only master weights and moments by n_gpus",
            edits={"blocks = {name: value / n_gpus for name, value in blocks.items()}":
                   'blocks = {name: value / n_gpus if name in ("master_weights", "optimizer") else value '
                   "for name, value in blocks.items()}"}),
-    Mutant("fits_activations_sharded", FITS, rule="fsdp.activations", base=INDEPENDENT,
+    Mutant("fits_activations_sharded", concept="Does it fit?", rule="fsdp.activations", base=INDEPENDENT,
            note="divides the activations by n_gpus as well",
            edits={'state["total"] + activation_bytes(config, batch, seq_len, checkpointing=checkpointing)':
                   'state["total"] + activation_bytes(config, batch, seq_len, checkpointing=checkpointing) / n_gpus'}),
-    Mutant("kv_cache_head_dim_from_hidden", KV, rule="kv.formula", base=INDEPENDENT,
+    Mutant("kv_cache_head_dim_from_hidden", rule="kv.formula", base=INDEPENDENT,
            note="uses hidden_size // heads instead of head_dim",
            edits={'c["K"] * c["d"] * bytes_per_value': 'c["K"] * (c["h"] // c["H"]) * bytes_per_value'}),
-    Mutant("softmax_fp32_copy_missing", ACTIVATIONS, rule="act.probs", base=INDEPENDENT,
+    Mutant("softmax_fp32_copy_missing", rule="act.probs", base=INDEPENDENT,
            note="counts only the bf16 probabilities, not the fp32 softmax output",
            edits={"(f if b == f else f + b)": "b"}),
-    Mutant("attention_probs_without_batch", ACTIVATIONS, rule="act.linear_batch", base=INDEPENDENT,
+    Mutant("attention_probs_without_batch", rule="act.linear_batch", base=INDEPENDENT,
            note="attention matrix sized per sequence, not per batch",
            edits={"probs = batch * heads * seq_len ** 2": "probs = heads * seq_len ** 2"}),
-    Mutant("mixtral_experts_not_times_k", ACTIVATIONS, rule="act.mixtral", base=INDEPENDENT,
+    Mutant("mixtral_experts_not_times_k", rule="act.mixtral", base=INDEPENDENT,
            note="counts T routed tokens instead of k T",
            edits={"mlp = router + k * tokens * (": "mlp = router + tokens * ("}),
-    Mutant("checkpointing_forgets_recomputed_block", CHECKPOINTING, rule="ckpt.peak", base=INDEPENDENT,
+    Mutant("checkpointing_forgets_recomputed_block", rule="ckpt.peak", base=INDEPENDENT,
            note="leaves out the block being recomputed",
            edits={"return outside + residual_stream_bytes(config, batch, seq_len, b) + block":
                   "return outside + residual_stream_bytes(config, batch, seq_len, b)"}),
-    Mutant("decode_hardcodes_bf16", ROOFLINE, rule="roofline.decode", base=INDEPENDENT,
+    Mutant("decode_hardcodes_bf16", rule="roofline.decode", base=INDEPENDENT,
            note="assumes 2 bytes per weight, ignoring bytes_per_param",
            edits={"n_params * bytes_per_param / mem_bandwidth": "n_params * 2 / mem_bandwidth"}),
-    Mutant("prefill_one_flop_per_param", ROOFLINE, rule="roofline.prefill", base=INDEPENDENT,
+    Mutant("prefill_one_flop_per_param", rule="roofline.prefill", base=INDEPENDENT,
            note="one FLOP per parameter per token",
            edits={"2 * n_params * n_tokens / peak_flops": "n_params * n_tokens / peak_flops"}),
-    Mutant("bound_strict_at_ridge", INTENSITY, rule="intensity.bound", base=INDEPENDENT,
+    Mutant("bound_strict_at_ridge", rule="intensity.bound", base=INDEPENDENT,
            note="exactly at the ridge point returns memory",
            edits={"intensity >= ridge_point": "intensity > ridge_point"}),
-    Mutant("intensity_ignores_output_write", INTENSITY, rule="intensity.matmul", base=INDEPENDENT,
+    Mutant("intensity_ignores_output_write", rule="intensity.matmul", base=INDEPENDENT,
            note="counts only the two inputs' bytes",
            edits={"(m * k + k * n + m * n)": "(m * k + k * n)"}),
-    Mutant("fits_inference_kv_not_sharded", FITS, rule="fits.inference", base=INDEPENDENT,
+    Mutant("fits_inference_kv_not_sharded", rule="fits.inference", base=INDEPENDENT,
            note="shards the weights but keeps the whole KV cache on every GPU",
            edits={"return (2 * param_count(config) + kv_cache_bytes(config, batch, seq_len)) / n_gpus":
                   "return 2 * param_count(config) / n_gpus + kv_cache_bytes(config, batch, seq_len)"}),
-    Mutant("fits_strict_inequality", FITS, rule="fits.boundary", base=INDEPENDENT, note="an exact fit counts as not fitting",
+    Mutant("fits_strict_inequality", rule="fits.boundary", base=INDEPENDENT, note="an exact fit counts as not fitting",
            edits={"<= gpu_memory": "< gpu_memory"}),
-    Mutant("oom_master_copy_dropped", OOM, rule="oom.optimizer_block", base=INDEPENDENT,
+    Mutant("oom_master_copy_dropped", rule="oom.optimizer_block", base=INDEPENDENT,
            note="optimizer block is only the moments",
            edits={'blocks["optimizer"] = (4 + moments) * trained / n_gpus': 'blocks["optimizer"] = moments * trained / n_gpus'}),
-    Mutant("oom_tie_goes_to_last", OOM, rule="oom.tie", base=INDEPENDENT, note="tie broken towards the later block",
+    Mutant("oom_tie_goes_to_last", rule="oom.tie", base=INDEPENDENT, note="tie broken towards the later block",
            edits={"-_OOM_BLOCKS.index(name)": "_OOM_BLOCKS.index(name)"}),
-    Mutant("oom_default_optimizer_sgd", OOM, rule="oom.default_optimizer", base=INDEPENDENT,
+    Mutant("oom_default_optimizer_sgd", rule="oom.default_optimizer", base=INDEPENDENT,
            note="a setup without optimizer defaults to SGD",
            edits={'setup.get("optimizer", "adamw")': 'setup.get("optimizer", "sgd")'}),
 ]

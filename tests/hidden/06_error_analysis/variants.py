@@ -1,5 +1,5 @@
 """Mutants (realistic learner bugs) and alternative correct solutions for exercise 06, as edits of
-solutions/06_error_analysis/analysis.py. Each mutant breaks one README rule (`contracts.py`).
+solutions/06_error_analysis/analysis.py. Each mutant breaks one rule its README marks.
 `grader audit 06` grades them all.
 
 The alternatives are other ways to a correct answer: the whole module in polars (the map's "pandas
@@ -9,80 +9,75 @@ that returns plain records instead of DataFrames, and figures with every harmles
 """
 from grader.running.variants import INDEPENDENT, Alternative, Independent, Mutant
 
-EXACT_MATCH, PAIRING, CHANGES = "Exact match", "Pairing by id", "Lost and gained"
-GROUPS, BUCKETS, SLICE, BOOTSTRAP = "Accuracy per group", "Length buckets", "The slice the average hides", \
-    "Is the difference real?"
-VECTORISED, LOSS_CURVE, SEEDS = "Vectorised, not row by row", "The loss curve", "Seeds: a mean and a band"
-
-MUTANTS = [
+COURSE_MUTANTS = [
     # ------------------------------------------------------------ exact match
-    Mutant("reads_pred_new_whatever_the_model", EXACT_MATCH, rule="load.pred_column",
+    Mutant("reads_pred_new_whatever_the_model", rule="load.pred_column",
            note="a file holding both runs: always the new model's column",
            edits={'    pred = table[f"pred_{model}"]\n':
                   '    pred = table["pred_new"] if "pred_new" in table.columns else table[f"pred_{model}"]\n'}),
-    Mutant("backticks_stripped_on_the_left", EXACT_MATCH, rule="load.normalize",
+    Mutant("backticks_stripped_on_the_left", rule="load.normalize",
            note="lstrip: only the opening backtick goes",
            edits={'answers = answers.str.strip("`")': 'answers = answers.str.lstrip("`")'}),
-    Mutant("lower_ignored", EXACT_MATCH, rule="load.normalize", note="the 'lower' step does nothing",
+    Mutant("lower_ignored", rule="load.normalize", note="the 'lower' step does nothing",
            edits={"            answers = answers.str.lower()\n": "            pass\n"}),
-    Mutant("prediction_normalised_not_gold", EXACT_MATCH, rule="load.both_sides",
+    Mutant("prediction_normalised_not_gold", rule="load.both_sides",
            note="the gold answer compared as written",
            edits={'.eq(_normalized(table["gold"], normalize))': '.eq(table["gold"])'}),
-    Mutant("gold_normalised_not_prediction", EXACT_MATCH, rule="load.both_sides",
+    Mutant("gold_normalised_not_prediction", rule="load.both_sides",
            note="normalisation applied to gold but not to the predictions",
            edits={'correct = _normalized(pred, normalize).eq(': 'correct = pred.eq('}),
-    Mutant("no_normalisation_by_default", EXACT_MATCH, rule="load.default",
+    Mutant("no_normalisation_by_default", rule="load.default",
            note="normalize=() by default: raw equality",
            edits={'def load_results(path, model, normalize=("strip",)):': 'def load_results(path, model, normalize=()):'}),
-    Mutant("read_json_guesses_types", EXACT_MATCH, rule="load.strings",
+    Mutant("read_json_guesses_types", rule="load.strings",
            note="read_json's dtype guessing turns a column of digits into numbers: '007' == '7'",
            edits={"table = pd.read_json(path, lines=True, dtype=False)": "table = pd.read_json(path, lines=True)"}),
-    Mutant("missing_answer_is_unknown", EXACT_MATCH, rule="load.missing",
+    Mutant("missing_answer_is_unknown", rule="load.missing",
            note="correct left NaN where there is no answer: mean and count skip those questions",
            edits={"return questions.assign(pred=pred, correct=correct.astype(bool))":
                   "return questions.assign(pred=pred, correct=correct.where(pred.notna()))"}),
-    Mutant("unanswered_rows_dropped", EXACT_MATCH, rule="load.missing",
+    Mutant("unanswered_rows_dropped", rule="load.missing",
            note="dropna on the prediction: the unanswered questions disappear",
            edits={'    pred = table[f"pred_{model}"]\n':
                   '    table = table.dropna(subset=[f"pred_{model}"])\n    pred = table[f"pred_{model}"]\n'}),
     # ------------------------------------------------------------ pairing
-    Mutant("paired_by_position", PAIRING, rule="pair.by_id", note="the baseline's columns assigned row by row",
+    Mutant("paired_by_position", rule="pair.by_id", note="the baseline's columns assigned row by row",
            edits={'return new.merge(base[["id", "pred", "correct"]], on="id", suffixes=("", "_base"), validate="one_to_one")':
                   'return new.assign(pred_base=base["pred"].to_numpy(), correct_base=base["correct"].to_numpy())'}),
-    Mutant("cartesian_merge", PAIRING, rule="pair.one_row", note="a merge without the key: every pair of questions",
+    Mutant("cartesian_merge", rule="pair.one_row", note="a merge without the key: every pair of questions",
            edits={'return new.merge(base[["id", "pred", "correct"]], on="id", suffixes=("", "_base"), validate="one_to_one")':
                   'return new.merge(base[["id", "pred", "correct"]], how="cross", suffixes=("", "_base"))'}),
-    Mutant("suffixes_swapped", PAIRING, rule="pair.suffixes", note='suffixes=("_base", ""): correct is the baseline\'s',
+    Mutant("suffixes_swapped", rule="pair.suffixes", note='suffixes=("_base", ""): correct is the baseline\'s',
            edits={'on="id", suffixes=("", "_base"), validate="one_to_one")':
                   'on="id", suffixes=("_base", ""), validate="one_to_one")'}),
     # ------------------------------------------------------------ lost and gained
-    Mutant("lost_query_reversed", CHANGES, rule="changes.lost", note="the query's condition the wrong way round",
+    Mutant("lost_query_reversed", rule="changes.lost", note="the query's condition the wrong way round",
            edits={'lost = table.query("not correct and correct_base")["id"]':
                   'lost = table.query("correct and not correct_base")["id"]'}),
-    Mutant("gained_is_every_right_answer", CHANGES, rule="changes.gained",
+    Mutant("gained_is_every_right_answer", rule="changes.gained",
            note="gained: everything the new model gets right, the baseline's answer ignored",
            edits={'gained = table.query("correct and not correct_base")["id"]': 'gained = table.query("correct")["id"]'}),
     # ------------------------------------------------------------ accuracy per group
-    Mutant("grouped_by_the_first_column_only", GROUPS, rule="acc.groups", note="a list of columns cut to its first",
+    Mutant("grouped_by_the_first_column_only", rule="acc.groups", note="a list of columns cut to its first",
            edits={"    return _summary(table.groupby(by)).reset_index()":
                   "    return _summary(table.groupby(_names(by)[0])).reset_index()"}),
-    Mutant("count_of_answers", GROUPS, rule="acc.n", note="n counts the non-null predictions, not the questions",
+    Mutant("count_of_answers", rule="acc.n", note="n counts the non-null predictions, not the questions",
            edits={'summary = groups.agg(n=("correct", "size"),': 'summary = groups.agg(n=("pred", "count"),'}),
-    Mutant("delta_reversed", GROUPS, rule="acc.delta", note="baseline minus new",
+    Mutant("delta_reversed", rule="acc.delta", note="baseline minus new",
            edits={'return summary.assign(delta=summary["accuracy"] - summary["accuracy_base"])':
                   'return summary.assign(delta=summary["accuracy_base"] - summary["accuracy"])'}),
-    Mutant("overall_mean_of_category_means", GROUPS, rule="overall.per_question",
+    Mutant("overall_mean_of_category_means", rule="overall.per_question",
            note="every category weighs the same",
            edits={'accuracy, accuracy_base = table["correct"].mean(), table["correct_base"].mean()':
                   'per_category = table.groupby("category")[["correct", "correct_base"]].mean()\n'
                   '    accuracy, accuracy_base = per_category["correct"].mean(), per_category["correct_base"].mean()'}),
     # ------------------------------------------------------------ length buckets
-    Mutant("buckets_closed_on_the_left", BUCKETS, rule="buckets.right_closed",
+    Mutant("buckets_closed_on_the_left", rule="buckets.right_closed",
            note="right=False: a prompt on an edge moves to the next bucket",
            edits={'bins=list(edges), right=True)': 'bins=list(edges), right=False)'}),
-    Mutant("empty_buckets_dropped", BUCKETS, rule="buckets.empty", note="pandas 3's default observed=True",
+    Mutant("empty_buckets_dropped", rule="buckets.empty", note="pandas 3's default observed=True",
            edits={"table.groupby([*_names(by), bucket], observed=False)": "table.groupby([*_names(by), bucket], observed=True)"}),
-    Mutant("bucket_range_from_the_prompts", BUCKETS, rule="buckets.edges",
+    Mutant("bucket_range_from_the_prompts", rule="buckets.edges",
            note="low and high as the shortest and longest prompt in the bucket, not its edges",
            functions={"accuracy_by_length": '''
 def accuracy_by_length(new_path, base_path, edges, by=None, normalize=("strip",)):
@@ -92,51 +87,51 @@ def accuracy_by_length(new_path, base_path, edges, by=None, normalize=("strip",)
     summary = _summary(groups).join(groups["prompt_tokens"].agg(low="min", high="max")).reset_index()
     return summary.drop(columns="bucket")
 '''}),
-    Mutant("buckets_ignore_by", BUCKETS, rule="buckets.groups", note="`by` accepted and never used",
+    Mutant("buckets_ignore_by", rule="buckets.groups", note="`by` accepted and never used",
            edits={"summary = _summary(table.groupby([*_names(by), bucket], observed=False)).reset_index()":
                   "summary = _summary(table.groupby([bucket], observed=False)).reset_index()",
                   "    position = len(_names(by))\n": "    position = 0\n"}),
     # ------------------------------------------------------------ the slice the average hides
-    Mutant("largest_drop_without_min_count", SLICE, rule="drop.min_count", note="every slice is a candidate",
+    Mutant("largest_drop_without_min_count", rule="drop.min_count", note="every slice is a candidate",
            edits={'candidates = slices[(slices["n"] >= min_count) & (slices["delta"] < 0)]':
                   'candidates = slices[slices["delta"] < 0]'}),
-    Mutant("smallest_drop", SLICE, rule="drop.largest", note="idxmax: the slice that drops the least",
+    Mutant("smallest_drop", rule="drop.largest", note="idxmax: the slice that drops the least",
            edits={'return candidates.loc[candidates["delta"].idxmin()]': 'return candidates.loc[candidates["delta"].idxmax()]'}),
-    Mutant("ties_to_the_last_slice", SLICE, rule="drop.ties", note="of equal deltas, the last one listed",
+    Mutant("ties_to_the_last_slice", rule="drop.ties", note="of equal deltas, the last one listed",
            edits={'return candidates.loc[candidates["delta"].idxmin()]':
                   'return candidates.loc[candidates["delta"][::-1].idxmin()]'}),
-    Mutant("largest_drop_that_is_a_gain", SLICE, rule="drop.none",
+    Mutant("largest_drop_that_is_a_gain", rule="drop.none",
            note="returns the lowest delta even when every slice improves",
            edits={'candidates = slices[(slices["n"] >= min_count) & (slices["delta"] < 0)]':
                   'candidates = slices[slices["n"] >= min_count]'}),
     # ------------------------------------------------------------ is the difference real?
-    Mutant("filter_bounds_exclusive", BOOTSTRAP, rule="boot.where", note="min and max prompt lengths left out",
+    Mutant("filter_bounds_exclusive", rule="boot.where", note="min and max prompt lengths left out",
            edits={'keep &= table["prompt_tokens"] >= where["min_prompt_tokens"]':
                   'keep &= table["prompt_tokens"] > where["min_prompt_tokens"]',
                   'keep &= table["prompt_tokens"] <= where["max_prompt_tokens"]':
                   'keep &= table["prompt_tokens"] < where["max_prompt_tokens"]'}),
-    Mutant("unpaired_bootstrap", BOOTSTRAP, rule="boot.paired",
+    Mutant("unpaired_bootstrap", rule="boot.paired",
            note="the two runs resampled independently: the correlation between them thrown away",
            edits={"    resamples = rng.integers(0, len(diff), size=(n_resamples, len(diff)))\n"
                   "    means = diff[resamples].mean(axis=1)\n":
                   '    new, base = table["correct"].to_numpy(dtype=int), table["correct_base"].to_numpy(dtype=int)\n'
                   "    means = (new[rng.integers(0, len(diff), size=(n_resamples, len(diff)))].mean(axis=1)\n"
                   "             - base[rng.integers(0, len(diff), size=(n_resamples, len(diff)))].mean(axis=1))\n"}),
-    Mutant("bootstrap_in_file_order", BOOTSTRAP, rule="boot.recipe",
+    Mutant("bootstrap_in_file_order", rule="boot.recipe",
            note="questions not sorted by id: the interval depends on the order of the file",
            edits={'table = _selected(paired(new_path, base_path, normalize), where or {}).sort_values("id")':
                   'table = _selected(paired(new_path, base_path, normalize), where or {})'}),
-    Mutant("alpha_in_each_tail", BOOTSTRAP, rule="boot.interval",
+    Mutant("alpha_in_each_tail", rule="boot.interval",
            note="quantiles alpha and 1 - alpha: a 90% interval called 95%",
            edits={"low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])":
                   "low, high = np.quantile(means, [alpha, 1 - alpha])"}),
-    Mutant("interval_tails_swapped", BOOTSTRAP, rule="boot.interval", note="low from the upper tail, high from the lower",
+    Mutant("interval_tails_swapped", rule="boot.interval", note="low from the upper tail, high from the lower",
            edits={"low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])":
                   "high, low = np.quantile(means, [alpha / 2, 1 - alpha / 2])"}),
-    Mutant("only_drops_are_significant", BOOTSTRAP, rule="boot.significant", note="a gain is never significant",
+    Mutant("only_drops_are_significant", rule="boot.significant", note="a gain is never significant",
            edits={'"significant": bool(low > 0 or high < 0)}': '"significant": bool(high < 0)}'}),
     # ------------------------------------------------------------ vectorised
-    Mutant("correct_by_row_wise_apply", VECTORISED, rule="vector.no_row_loops",
+    Mutant("correct_by_row_wise_apply", rule="vector.no_row_loops",
            note="right values, but a Python function per row with apply(axis=1)",
            functions={"load_results": '''
 def load_results(path, model, normalize=("strip",)):
@@ -159,7 +154,7 @@ def load_results(path, model, normalize=("strip",)):
     questions = table.drop(columns=[c for c in table.columns if c.startswith("pred_")])
     return questions.assign(pred=table[f"pred_{model}"], correct=correct.astype(bool))
 '''}),
-    Mutant("largest_drop_by_iterrows", VECTORISED, rule="vector.no_row_loops",
+    Mutant("largest_drop_by_iterrows", rule="vector.no_row_loops",
            note="right slice, found with a loop over iterrows",
            functions={"largest_drop": '''
 def largest_drop(new_path, base_path, edges, by="category", min_count=30, normalize=("strip",)):
@@ -170,7 +165,7 @@ def largest_drop(new_path, base_path, edges, by="category", min_count=30, normal
             best = row
     return best
 '''}),
-    Mutant("lost_and_gained_by_comprehension", VECTORISED, rule="vector.no_row_loops",
+    Mutant("lost_and_gained_by_comprehension", rule="vector.no_row_loops",
            note="right ids, from a comprehension over zipped columns",
            functions={"lost_and_gained": '''
 def lost_and_gained(new_path, base_path, normalize=("strip",)):
@@ -180,32 +175,32 @@ def lost_and_gained(new_path, base_path, normalize=("strip",)):
     return {"lost": [qid for qid, new, _ in changes if not new], "gained": [qid for qid, new, _ in changes if new]}
 '''}),
     # ------------------------------------------------------------ the loss curve
-    Mutant("out_dir_not_created", LOSS_CURVE, rule="curves.file", note="savefig into a folder that does not exist yet",
+    Mutant("out_dir_not_created", rule="curves.file", note="savefig into a folder that does not exist yet",
            edits={"    path.parent.mkdir(parents=True, exist_ok=True)\n": ""}),
-    Mutant("text_as_glyph_paths", LOSS_CURVE, rule="curves.svg_text",
+    Mutant("text_as_glyph_paths", rule="curves.svg_text",
            note="matplotlib's default svg.fonttype: every label drawn as outlines",
            edits={'    with plt.rc_context({"svg.fonttype": "none"}):     # tick labels stay <text>, readable by the grader\n'
                   "        figure.savefig(path, format=\"svg\")\n": '    figure.savefig(path, format="svg")\n'}),
-    Mutant("linear_step_axis", LOSS_CURVE, rule="curves.log_x", note="the loss curve on a linear x-axis",
+    Mutant("linear_step_axis", rule="curves.log_x", note="the loss curve on a linear x-axis",
            edits={"    axes.set_xscale(\"log\")        # the first steps decide whether initialisation and warmup were right\n": ""}),
-    Mutant("seed_band_on_linear_steps", SEEDS, rule="curves.log_x", note="the seed band on a linear x-axis",
+    Mutant("seed_band_on_linear_steps", concept="Seeds: a mean and a band", rule="curves.log_x", note="the seed band on a linear x-axis",
            edits={'    axes.plot(curve.index, curve["mean"], label="mean")\n    axes.set_xscale("log")\n':
                   '    axes.plot(curve.index, curve["mean"], label="mean")\n'}),
-    Mutant("loss_against_line_number", LOSS_CURVE, rule="curves.loss_vs_step",
+    Mutant("loss_against_line_number", rule="curves.loss_vs_step",
            note="plot(losses): the x is the line number, not the step",
            edits={'    axes.plot(log["step"], log["loss"])\n': '    axes.plot(log["loss"].to_numpy())\n'}),
-    Mutant("smoothed_loss", LOSS_CURVE, rule="curves.loss_vs_step", note="a rolling mean instead of the logged loss",
+    Mutant("smoothed_loss", rule="curves.loss_vs_step", note="a rolling mean instead of the logged loss",
            edits={'    axes.plot(log["step"], log["loss"])\n':
                   '    axes.plot(log["step"], log["loss"].rolling(5, min_periods=1).mean())\n'}),
     # ------------------------------------------------------------ seeds
-    Mutant("seeds_drawn_as_lines", SEEDS, rule="band.no_seed_lines",
+    Mutant("seeds_drawn_as_lines", rule="band.no_seed_lines",
            note="the mean and the band, and every seed drawn as a thin line too",
            edits={'    axes.plot(curve.index, curve["mean"], label="mean")\n':
                   '    axes.plot(curve.index, curve["mean"], label="mean")\n'
                   '    for path in log_paths:\n'
                   '        log = pd.read_json(path, lines=True)\n'
                   '        axes.plot(log["step"], log["loss"], linewidth=0.5, color="grey")\n'}),
-    Mutant("seeds_only_as_lines", SEEDS, rule="band.mean", note="one line per seed, no mean and no band",
+    Mutant("seeds_only_as_lines", rule="band.mean", note="one line per seed, no mean and no band",
            functions={"plot_seed_band": '''
 def plot_seed_band(log_paths, out_dir):
     import matplotlib
@@ -219,15 +214,15 @@ def plot_seed_band(log_paths, out_dir):
     axes.set_xscale("log")
     return _save_svg(figure, out_dir, "seed_band.svg")
 '''}),
-    Mutant("mean_of_two_seeds", SEEDS, rule="band.mean", note="the mean line from the first two seeds only",
+    Mutant("mean_of_two_seeds", rule="band.mean", note="the mean line from the first two seeds only",
            edits={'    axes.plot(curve.index, curve["mean"], label="mean")\n':
                   '    first_two = pd.concat([pd.read_json(path, lines=True) for path in log_paths[:2]])\n'
                   '    axes.plot(curve.index, first_two.groupby("step")["loss"].mean(), label="mean")\n'}),
-    Mutant("band_between_two_seeds", SEEDS, rule="band.range", note="fill_between(steps, seed_0, seed_1)",
+    Mutant("band_between_two_seeds", rule="band.range", note="fill_between(steps, seed_0, seed_1)",
            edits={'    axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, label=f"min-max of {len(log_paths)} seeds")\n':
                   '    seed_0, seed_1 = (pd.read_json(path, lines=True)["loss"].to_numpy() for path in log_paths[:2])\n'
                   '    axes.fill_between(curve.index, seed_0, seed_1, alpha=0.3)\n'}),
-    Mutant("band_of_one_standard_deviation", SEEDS, rule="band.range", note="mean plus and minus one std, not the range",
+    Mutant("band_of_one_standard_deviation", rule="band.range", note="mean plus and minus one std, not the range",
            edits={'curve = runs.groupby("step")["loss"].agg(["mean", "min", "max"])':
                   'curve = runs.groupby("step")["loss"].agg(["mean", "std"])\n'
                   '    curve = curve.assign(min=curve["mean"] - curve["std"], max=curve["mean"] + curve["std"])'}),
@@ -503,43 +498,43 @@ def plot_seed_band(log_paths, out_dir):
     axes.grid(True)
     return _save_svg(figure, out_dir, "band.svg")
 '''}),
+    Independent(),
 ]
 
 
 # The independent solution (independent/analysis.py, written from the README and stub alone) and the
 # bugs its author planted in it.
-INDEPENDENT_BUGS = [
-    Mutant('read_json_guesses_types_of_ids_and_answers', 'Exact match', rule='load.strings', base=INDEPENDENT,
+INDEPENDENT_MUTANTS = [
+    Mutant('read_json_guesses_types_of_ids_and_answers', rule='load.strings', base=INDEPENDENT,
            note="drops dtype=False, so a column of digit-only answers or ids is parsed as numbers and '007' equals '7'",
            edits={'raw = pd.read_json(path, lines=True, dtype=False)': 'raw = pd.read_json(path, lines=True)'}),
-    Mutant('normalize_pred_only', 'Exact match', rule='load.both_sides', base=INDEPENDENT,
+    Mutant('normalize_pred_only', rule='load.both_sides', base=INDEPENDENT,
            note='applies the normalisation steps to the prediction only and compares with the raw gold',
            edits={'same = _normalised(table["pred"], steps) == _normalised(table["gold"], steps)': 'same = _normalised(table["pred"], steps) == table["gold"]'}),
-    Mutant('pair_by_position', 'Pairing by id', rule='pair.by_id', base=INDEPENDENT,
+    Mutant('pair_by_position', rule='pair.by_id', base=INDEPENDENT,
            note="puts the baseline's columns beside the new run by position (.values) instead of merging on id",
            edits={'    return new.merge(base[["id", "pred", "correct"]], on="id", how="inner",\n                     suffixes=("", "_base"), validate="one_to_one")': '    new["pred_base"] = base["pred"].values\n    new["correct_base"] = base["correct"].values\n    return new'}),
-    Mutant('lost_ignores_baseline', 'Lost and gained', rule='changes.lost', base=INDEPENDENT,
+    Mutant('lost_ignores_baseline', rule='changes.lost', base=INDEPENDENT,
            note='lost lists every question the new model gets wrong, including those the baseline also got wrong',
            edits={'lost = both.loc[~both["correct"] & both["correct_base"], "id"]': 'lost = both.loc[~both["correct"], "id"]'}),
-    Mutant('n_counts_answered', 'Accuracy per group', rule='acc.n', base=INDEPENDENT,
+    Mutant('n_counts_answered', rule='acc.n', base=INDEPENDENT,
            note="n counts the non-null predictions (count of pred) instead of the group's questions",
            edits={'groupby(keys, observed=True)\n             .agg(n=("correct", "size")': 'groupby(keys, observed=True)\n             .agg(n=("pred", "count")'}),
-    Mutant('overall_of_both_runs_from_category_means', 'Accuracy per group', rule='overall.per_question', base=INDEPENDENT,
+    Mutant('overall_of_both_runs_from_category_means', rule='overall.per_question', base=INDEPENDENT,
            note='overall accuracy is the mean of the per-category accuracies, weighing categories instead of questions',
            edits={'accuracy = float(both["correct"].mean())': 'accuracy = float(both.groupby("category")["correct"].mean().mean())', 'accuracy_base = float(both["correct_base"].mean())': 'accuracy_base = float(both.groupby("category")["correct_base"].mean().mean())'}),
-    Mutant('buckets_left_closed', 'Length buckets', rule='buckets.right_closed', base=INDEPENDENT,
+    Mutant('buckets_left_closed', rule='buckets.right_closed', base=INDEPENDENT,
            note='cuts with right=False, so a prompt of exactly edges[1] tokens lands in the second bucket',
            edits={'bins=edges, right=True, labels=False': 'bins=edges, right=False, labels=False'}),
-    Mutant('group_buckets_observed_only', 'Length buckets', rule='buckets.groups', base=INDEPENDENT,
+    Mutant('group_buckets_observed_only', rule='buckets.groups', base=INDEPENDENT,
            note="with by, the grid is built from the (group, bucket) pairs seen in the data, so a group's empty buckets vanish (without by they are still listed)",
            edits={'grid = groups.merge(buckets, how="cross")': 'grid = both.dropna(subset=["_bucket"])[[*keys, "_bucket"]].drop_duplicates().astype({"_bucket": "int64"}).merge(buckets, on="_bucket")'}),
-    Mutant('bootstrap_independent_resamples', 'Is the difference real?', rule='boot.paired', base=INDEPENDENT,
+    Mutant('bootstrap_independent_resamples', rule='boot.paired', base=INDEPENDENT,
            note='resamples the new and the baseline runs with two independent index draws, throwing away the pairing',
            edits={'    indices = rng.integers(0, n, size=(n_resamples, n))\n    means = d[indices].mean(axis=1)': '    new_correct = selected["correct"].to_numpy(dtype=float)\n    base_correct = selected["correct_base"].to_numpy(dtype=float)\n    means = (new_correct[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1)\n             - base_correct[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1))'}),
-    Mutant('band_between_the_first_two_seeds', 'Seeds: a mean and a band', rule='band.range', base=INDEPENDENT,
+    Mutant('band_between_the_first_two_seeds', rule='band.range', base=INDEPENDENT,
            note='shades the band between the first two seeds instead of the lowest and highest of all seeds',
            edits={'ax.fill_between(steps, lowest, highest,': 'ax.fill_between(steps, per_seed.iloc[:, 0].to_numpy(), per_seed.iloc[:, 1].to_numpy(),'}),
 ]
 
-MUTANTS += INDEPENDENT_BUGS
-ALTERNATIVES.append(Independent())
+MUTANTS = COURSE_MUTANTS + INDEPENDENT_MUTANTS
