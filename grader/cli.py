@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     k8s.add_argument("--out-path", default="grading", metavar="DIR", help="the out-dir in the claim (default grading)")
     k8s.add_argument("--level", choices=("sandbox", "uid"), default="sandbox",
                      help="the isolation the pods give learner code, and the security context it needs "
-                          "(README, \"Grading a large class\"; default sandbox)")
+                          "(docs/instructor/large-class.md; default sandbox)")
     k8s.add_argument("--jobs", type=int, default=1, help="gradings at once in each pod (its cores and memory follow)")
     k8s.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
     k8s.add_argument("--gpus", type=int, default=0, help="GPUs of each pod (nvidia.com/gpu; default 0)")
@@ -188,8 +188,8 @@ def _batch_options(grade) -> None:
     grade.add_argument("--executor", choices=("local", "slurm"), default="local",
                        help="where the gradings run: here, --jobs at a time (local, the default), or as a Slurm "
                             "job array, waiting for it (slurm; --out-dir on a file system the nodes share)")
-    slurm = grade.add_argument_group("--executor slurm (defaults from a grading's budget: README, "
-                                     "\"Grading a large class\")")
+    slurm = grade.add_argument_group("--executor slurm (defaults from a grading's budget: "
+                                     "docs/instructor/large-class.md)")
     slurm.add_argument("--partition", help="the Slurm partition (default: the cluster's default)")
     slurm.add_argument("--time-limit", type=int, metavar="MINUTES", help="of each array task")
     slurm.add_argument("--mem-gb", type=float, help="memory of each array task")
@@ -467,9 +467,8 @@ def _summary(args, tasks, console) -> int:
 
 
 def _nbgrader(args, tasks, console) -> int:
-    delivery = _delivery("nbgrader")
+    delivery = _delivery("nbgrader", console)
     if delivery is None:
-        console.print("[red]`grader nbgrader` needs the full course: a student release does not carry it[/]")
         return USAGE
     try:
         with console.status("collecting the suites, writing the notebooks"):
@@ -481,14 +480,13 @@ def _nbgrader(args, tasks, console) -> int:
     for path in notebooks:
         console.print(f"  {path}")
     console.print(f"next, in {args.course_dir}: nbgrader generate_assignment <task> for each, then release them "
-                  "(README.md, \"nbgrader classroom\")")
+                  "(docs/instructor/nbgrader.md)")
     return OK
 
 
 def _release(args, tasks, console) -> int:
-    delivery = _delivery("release")
+    delivery = _delivery("release", console)
     if delivery is None:
-        console.print("[red]`grader release` needs the full course: a student release does not carry it[/]")
         return USAGE
     try:
         with console.status("writing the release"):
@@ -502,9 +500,8 @@ def _release(args, tasks, console) -> int:
 
 
 def _gradescope(args, tasks, console) -> int:
-    delivery = _delivery("gradescope")
+    delivery = _delivery("gradescope", console)
     if delivery is None:
-        console.print("[red]`grader gradescope` needs the full course: a student release does not carry it[/]")
         return USAGE
     try:
         made = delivery.build_autograder(args.out, tasks, hidden_visibility=args.hidden_visibility, wheels=args.wheels)
@@ -516,13 +513,15 @@ def _gradescope(args, tasks, console) -> int:
     return OK
 
 
-def _delivery(name: str):
-    """A module of grader.delivery, or None in a student release, which does not carry it."""
+def _delivery(name: str, console):
+    """A module of grader.delivery, or None (said on the console) in a student release, which does
+    not carry it."""
     import importlib
     try:
         return importlib.import_module(f"grader.delivery.{name}")
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("grader.delivery"):
+            console.print(f"[red]`grader {name}` needs the full course: a student release does not carry it[/]")
             return None
         raise
 

@@ -1,7 +1,7 @@
 """The score report: per test, per task and in total, typed from write to read
 (`score_report.json`).
 
-Schema (version 1), documented in README.md ("The score report"):
+Schema (version 1), documented in docs/instructor/README.md ("The score report"):
 
     {"schema": "l1-exercises/score-report", "schema_version": 1,
      "complete": bool, "problems": [str], "stopped_early": null or why, "isolation": {...},
