@@ -163,6 +163,16 @@ def test_softmax_minus_infinity_and_empty_slices(submission, rng):
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Stable softmax")
+def test_softmax_leaves_the_callers_logits_as_they_were(submission, rng):
+    """softmax(x) shifts a new array: x, -inf entries and all, is the same after the call"""
+    x = normal(rng, 4, 6, scale=3.0)
+    x[1, 2] = -np.inf
+    after = submission.probe(probes.argument_after, "softmax", x)
+    assert_equal(after, x, what="x after softmax(x) (the caller's logits, which softmax must not change)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Stable softmax")
 def test_softmax_keeps_the_shape_with_size_one_axes(submission, rng):
     """vectors and arrays with size-1 axes come back in their own shape, along every axis"""
     for shape, axis in (((7,), -1), ((1, 3, 1, 4), -1), ((1, 3, 1, 4), 0), ((1, 3, 1, 4), 2)):
