@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.delivery.notebook import cell_source, is_grade_cell, module_source, read_notebook
+from grader.reports.report import NOT_GRADED_STATUS
 from grader.tasks import Task, task_named
 
 FIXTURES = ("submission", "tmp_path")     # what the visible tests may ask for in a notebook
@@ -306,7 +307,7 @@ def _function_name(test_id: str) -> str:
 
 def _describe(test) -> str:
     where = "visible" if test.suite == "visible" else "graded suite"
-    status = test.status if test.graded else "not graded here"
+    status = test.status if test.graded else NOT_GRADED_STATUS
     lines = [f"  {status:<8} {test.points:g}/{test.max_points:g}  {test.title}  [{where}]"]
     if test.status != "passed" and test.feedback:
         lines += ["             " + line for line in test.feedback.splitlines()]

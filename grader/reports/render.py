@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.reports.report import NOT_GRADED, ScoreReport, TaskResult, not_graded_note
+from grader.reports.report import NOT_GRADED, NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
@@ -20,7 +20,7 @@ def _points(points: float, max_points: float) -> str:
 
 def _counts(task: TaskResult) -> Text:
     text = Text()
-    counts = Counter("not graded here" if not test.graded else test.status for test in task.tests)
+    counts = Counter(NOT_GRADED_STATUS if not test.graded else test.status for test in task.tests)
     for i, (status, n) in enumerate(sorted(counts.items())):
         text.append(("" if i == 0 else ", ") + f"{n} {status}", style=_STATUS_STYLE.get(status, "dim"))
     return text

@@ -46,7 +46,8 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 
 # The words every format uses (terminal, HTML, JUnit, Gradescope, PrairieLearn, GitHub, the watcher).
-NOT_GRADED = "not graded here: needs a CUDA GPU"        # a GPU test on a machine without CUDA
+NOT_GRADED_STATUS = "not graded here"                   # in place of a status: a GPU test without CUDA
+NOT_GRADED = f"{NOT_GRADED_STATUS}: needs a CUDA GPU"    # its feedback
 
 
 def not_graded_note(points: float) -> str:
