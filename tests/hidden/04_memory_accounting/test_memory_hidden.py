@@ -367,37 +367,34 @@ def test_zoo_parameter_counts(submission, rng, name):
                              f"got {number(got)} (difference {difference(got, expected)})")
 
 
-@pytest.mark.points(3)
-@pytest.mark.concept("Parameters from a config")
-def test_parameter_counts_of_drawn_dense_configs(submission, rng):
-    """param_count matches from_config on the meta device: GQA, explicit head_dim, biases, tying"""
-    for config in dense_configs(rng):
+def assert_param_counts(submission, configs):
+    """param_count of each config against from_config on the meta device."""
+    for config in configs:
         got = submission.param_count(config)
         expected = oracles.param_count(config)
         assert got == expected, \
             f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+
+
+@pytest.mark.points(3)
+@pytest.mark.concept("Parameters from a config")
+def test_parameter_counts_of_drawn_dense_configs(submission, rng):
+    """param_count matches from_config on the meta device: GQA, explicit head_dim, biases, tying"""
+    assert_param_counts(submission, dense_configs(rng))
 
 
 @pytest.mark.points(2)
 @pytest.mark.concept("Parameters from a config")
 def test_parameter_counts_of_drawn_mixture_of_experts(submission, rng):
     """param_count of Mixtral-shaped configs counts every expert and the router"""
-    for config in mixture_configs(rng):
-        got = submission.param_count(config)
-        expected = oracles.param_count(config)
-        assert got == expected, \
-            f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+    assert_param_counts(submission, mixture_configs(rng))
 
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Parameters from a config")
 def test_parameter_counts_of_gpt2_variants(submission, rng):
     """gpt2: learned positions, LayerNorm weights and biases, Conv1D biases, n_inner, tying"""
-    for config in gpt2_variants(rng):
-        expected = oracles.param_count(config)
-        got = submission.param_count(config)
-        assert got == expected, \
-            f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+    assert_param_counts(submission, gpt2_variants(rng))
 
 
 @pytest.mark.points(1)
