@@ -3,7 +3,8 @@ numbers and asserts nothing (machines are noisy).
 
     python benchmarks/grading.py                 # every task
     python benchmarks/grading.py --tasks 01 02   # some tasks
-    python benchmarks/grading.py --batch 4       # also batch throughput with 1 vs 2 jobs
+    python benchmarks/grading.py --batch 6       # also batch throughput with 1 vs 2 jobs
+    python benchmarks/grading.py --batch 6 --batch-only --slurm   # that alone, and the same batch on Slurm
 """
 import argparse
 import os
@@ -58,6 +59,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=[])
     parser.add_argument("--batch", type=int, default=0, help="submissions for the --jobs scaling figure")
+    parser.add_argument("--batch-only", action="store_true", help="skip the per-task and whole-grading figures")
+    parser.add_argument("--slurm", action="store_true",
+                        help="also grade the batch with --executor slurm (the cluster of .ci/slurm-up, or any "
+                             "whose commands are on PATH), two array tasks at once")
     args = parser.parse_args()
     tasks = [task_named(t) for t in args.tasks] or list(all_tasks())
 
@@ -65,6 +70,13 @@ def main():
     isolation, isolation_name = ("required", "sandboxed worker") if available else ("none", "worker, no sandbox")
     if not available:
         print(f"No sandbox here ({why}): official grading figures are for an unsandboxed worker.")
+    if not args.batch_only:
+        single_figures(tasks, isolation, isolation_name, available)
+    if args.batch:
+        batch_section(tasks, isolation, args.batch, args.slurm)
+
+
+def single_figures(tasks, isolation, isolation_name, available):
     print("Per task (reference solution):")
     for task in tasks:
         seconds, _ = wall(lambda task=task: plain_pytest(task.exercise_dir))
@@ -91,18 +103,22 @@ def main():
         row(f"full hidden grading, {len(tasks)} tasks (worker, no sandbox)", bare,
             f"(sandboxed / unsandboxed = {seconds / bare:.2f}, budget 1.3)")
 
-    if args.batch:
-        print(f"Batch of {args.batch} copies of the reference:")
-        with tempfile.TemporaryDirectory() as tmp:
-            copies = [shutil.copytree(SOLUTIONS, Path(tmp) / f"s{i}") for i in range(args.batch)]
-            jobs = [runner.GradingRun(Path(c), tasks, isolation=isolation) for c in copies]
-            one, two = batch_figures(jobs, 1), batch_figures(jobs, 2)
+
+
+def batch_section(tasks, isolation, submissions, slurm):
+    print(f"Batch of {submissions} copies of the reference:")
+    with tempfile.TemporaryDirectory() as tmp:
+        copies = [shutil.copytree(SOLUTIONS, Path(tmp) / f"s{i}") for i in range(submissions)]
+        jobs = [runner.GradingRun(Path(c), tasks, isolation=isolation) for c in copies]
+        one, two = batch_figures(jobs, 1), batch_figures(jobs, 2)
         row("--jobs 1", one.wall_s, one.cpu_note())
-        row("--jobs 2", two.wall_s, f"(throughput x{one.wall_s / two.wall_s:.2f}, budget 1.7) {two.cpu_note()}")
+        row("--jobs 2", two.wall_s, f"(throughput x{one.wall_s / two.wall_s:.2f}, budget 1.8) {two.cpu_note()}")
         if one.steady_s and two.steady_s:
             row("--jobs 1, per submission after the first", one.steady_s)
             row("--jobs 2, per submission after each process's first", two.steady_s,
                 f"(steady throughput x{one.steady_s / two.steady_s:.2f})")
+        if slurm:
+            slurm_figures(copies, jobs[0], Path(tmp), two)
 
 
 @dataclass
@@ -112,10 +128,13 @@ class BatchFigures:
     cpu_s: float | None           # all the machine's cores together; None where /proc/stat is not there
     steady_s: float | None        # seconds per submission once every process has graded its first one
 
+    submissions: int = 0
+
     def cpu_note(self) -> str:
         if self.cpu_s is None:
             return ""
-        return f"[machine CPU {self.cpu_s:.0f} s, {self.cpu_s / self.wall_s:.2f} cores busy]"
+        return (f"[machine CPU {self.cpu_s:.0f} s, {self.cpu_s / self.submissions:.1f} s a submission, "
+                f"{self.cpu_s / self.wall_s:.2f} cores busy]")
 
 
 def batch_figures(jobs, workers: int) -> BatchFigures:
@@ -129,7 +148,29 @@ def batch_figures(jobs, workers: int) -> BatchFigures:
     cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
     done.sort()
     steady_s = (done[-1] - done[workers - 1]) / (len(done) - workers) if len(done) > workers else None
-    return BatchFigures(workers, wall_s, cpu_s, steady_s)
+    return BatchFigures(workers, wall_s, cpu_s, steady_s, len(jobs))
+
+
+def slurm_figures(copies, template, scratch: Path, local: BatchFigures) -> None:
+    """The same submissions as a Slurm job array, two array tasks at once (this machine's two
+    cores), against the local pool of two: the scheduler's overhead per submission is the
+    difference of the walls over the submissions each of the two lanes grades."""
+    from grader.running import batch
+    from grader.running.slurm import SlurmExecutor, SlurmOptions
+    if shutil.which("sbatch") is None:
+        print("  --executor slurm: no sbatch here (start one with .ci/slurm-up)")
+        return
+    executor = SlurmExecutor(SlurmOptions(folder=scratch / "submitit", max_running=2))
+    cpu_before, start = machine_cpu_seconds(), time.perf_counter()
+    entries = batch.grade([Path(c) for c in copies], template, scratch / "slurm-out", executor=executor)
+    wall_s, cpu_after = time.perf_counter() - start, machine_cpu_seconds()
+    cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    figures = BatchFigures(2, wall_s, cpu_s, None, len(copies))
+    graded = sum(1 for e in entries if e.report is not None and e.report.complete)
+    row("--executor slurm, 2 array tasks at once", wall_s,
+        f"({graded}/{len(copies)} complete; x{local.wall_s / wall_s:.2f} of --jobs 2) {figures.cpu_note()}")
+    lanes = len(copies) / 2
+    row("  scheduler's overhead per submission (wall, against --jobs 2)", (wall_s - local.wall_s) / lanes)
 
 
 def machine_cpu_seconds() -> float | None:
