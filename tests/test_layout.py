@@ -8,9 +8,12 @@ import grader
 WORKER_PACKAGE = Path(grader.__file__).parent / "worker"
 
 
-def imported_names(path: Path) -> list[str]:
+def imported_names(path: Path, skipping: frozenset[str] = frozenset()) -> list[str]:
+    """The modules a file imports, but in the top-level functions named in `skipping`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree.body = [node for node in tree.body if not (isinstance(node, ast.FunctionDef) and node.name in skipping)]
     names = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -28,3 +31,17 @@ def test_the_worker_package_imports_nothing_else_of_the_grader():
                    if (name == "grader" or name.startswith("grader.")) and not name.startswith("grader.worker")
                    or name.startswith("..")]
         assert not outside, f"{module.name} imports {outside}: the worker's side may import only grader.worker"
+
+
+def test_probes_and_their_siblings_import_only_the_workers_side_of_the_grader():
+    """Probe files are loaded beside learner code, where only `grader.worker` is there to import:
+    a probe that reaches for the rest of the grader fails to load in every official grading.
+    (`warm_up` runs in `grader watch`'s own process, never beside learner code.)"""
+    from grader.tasks import all_tasks
+
+    files = {path for task in all_tasks() for path in task.probe_files()}
+    assert files
+    for path in sorted(files):
+        outside = [name for name in imported_names(path, skipping=frozenset({"warm_up"}))
+                   if (name == "grader" or name.startswith("grader.")) and not name.startswith("grader.worker")]
+        assert not outside, f"{path.parent.name}/{path.name} imports {outside}: beside learner code only grader.worker is there"

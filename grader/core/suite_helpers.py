@@ -1,5 +1,7 @@
-"""What the hidden suites' oracles and probes share beyond assertions (`grader.core.checks`): the
-libraries' notices kept out of feedback, and torch on one thread for tiny timed work.
+"""What the hidden suites' oracles share beyond assertions (`grader.core.checks`): the libraries'
+notices kept out of feedback, and torch on one thread for tiny timed work. For the test's process
+only: probes and the files they load run beside learner code, where `grader.worker` is all of the
+grader there is (`tests/test_layout.py`).
 
 Imports of torch, transformers and datasets happen inside the helpers, so that a suite that
 needs none of them pays for none."""

@@ -6,7 +6,6 @@ import contextlib
 
 import torch
 
-from grader.core.suite_helpers import one_torch_thread
 from grader.worker.loading import sibling_module
 
 scenarios = sibling_module(__file__, "scenarios")
@@ -25,7 +24,7 @@ def profile_counting_calls(module, steps, warmup, size):
             torch.mm(a, b).sigmoid().sum()
         calls += 1
 
-    with one_torch_thread():
+    with scenarios.one_thread():
         result = module.profile_steps(step, steps=steps, warmup=warmup)
     table, trace = result if isinstance(result, (tuple, list)) and len(result) == 2 else (result, None)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
