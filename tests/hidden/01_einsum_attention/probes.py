@@ -3,11 +3,11 @@
 import torch
 
 
-def argument_after(module, function, argument):
-    """The argument as it is after `module.function(argument)` returned: the caller's array, which
-    the test compares with the one it sent."""
-    getattr(module, function)(argument)
-    return argument
+def result_and_argument_after(module, function, argument):
+    """What `module.function(argument)` returned, and the argument as it is after the call (the
+    caller's array, which the test compares with the one it sent)."""
+    result = getattr(module, function)(argument)
+    return {"result": result, "argument": argument}
 
 
 def torch_attention_backward(module, q, k, v, mask, grad_output):

@@ -164,11 +164,12 @@ def test_softmax_minus_infinity_and_empty_slices(submission, rng):
 @pytest.mark.points(1)
 @pytest.mark.concept("Stable softmax")
 def test_softmax_leaves_the_callers_logits_as_they_were(submission, rng):
-    """softmax(x) shifts a new array: x, -inf entries and all, is the same after the call"""
+    """softmax(x) shifts a new array: the right probabilities, and x, -inf entries and all, the same after the call"""
     x = normal(rng, 4, 6, scale=3.0)
     x[1, 2] = -np.inf
-    after = submission.probe(probes.argument_after, "softmax", x)
-    assert_equal(after, x, what="x after softmax(x) (the caller's logits, which softmax must not change)")
+    got = submission.probe(probes.result_and_argument_after, "softmax", x)
+    assert_close(got["result"], softmax_oracle(x, -1), what="softmax(x)", **EXACT)
+    assert_equal(got["argument"], x, what="x after softmax(x) (the caller's logits, which softmax must not change)")
 
 
 @pytest.mark.points(1)
