@@ -3,8 +3,8 @@ notices kept out of feedback, and torch on one thread for tiny timed work. For t
 only: probes and the files they load run beside learner code, where `grader.worker` is all of the
 grader there is (`tests/test_layout.py`).
 
-Imports of torch, transformers and datasets happen inside the helpers, so that a suite that
-needs none of them pays for none."""
+torch and transformers are imported inside the helpers (datasets is only looked up, once loaded),
+so that a suite that needs none of them pays for none."""
 from __future__ import annotations
 
 import sys
