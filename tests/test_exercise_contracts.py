@@ -13,6 +13,11 @@ from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_module
 from grader.worker.loading import load_module
 
 TASKS = all_tasks()
+
+
+def carries(chinese_heading: str, english: str) -> bool:
+    """A Chinese heading names its English section in parentheses, ASCII or full-width."""
+    return f"({english})" in chinese_heading or f"（{english}）" in chinese_heading
 IDS = [t.name for t in TASKS]
 
 
@@ -81,7 +86,7 @@ def test_every_test_declares_points_and_a_readme_concept(task):
     for file, name, points, concept in tests:
         assert isinstance(points, (int, float)) and points > 0, f"{file}::{name} declares no points"
         assert concept in english, f"{file}::{name}: concept {concept!r} is not a README.md section"
-        assert f"({concept})" in chinese or f"（{concept}）" in chinese, \
+        assert carries(chinese, concept), \
             f"{file}::{name}: README.zh-CN.md has no section for {concept!r}"
 
 
@@ -119,7 +124,7 @@ def test_readme_rules_are_marked_in_both_languages_and_each_has_a_mutant(task):
     chinese = rules_of(task, "zh-CN")
     assert [rule.id for rule in chinese] == ids, "README.zh-CN.md marks other rules than README.md, or in another order"
     for english, translated in zip(rules, chinese):
-        assert f"({english.section})" in translated.section or f"（{english.section}）" in translated.section, \
+        assert carries(translated.section, english.section), \
             f"{english.id} is marked outside the Chinese section of {english.section!r}"
     broken = {v.rule for v in variants_of(task) if v.kind == "mutant"}
     assert not broken - set(ids), f"mutants name unmarked rules: {broken - set(ids)}"

@@ -23,13 +23,18 @@ def imported_names(path: Path, skipping: frozenset[str] = frozenset()) -> list[s
     return names
 
 
+def beyond_the_worker(names: list[str]) -> list[str]:
+    """The imported names that reach the grader outside `grader.worker`."""
+    return [name for name in names
+            if (name == "grader" or name.startswith("grader.")) and not name.startswith("grader.worker")
+            or name.startswith("..")]
+
+
 def test_the_worker_package_imports_nothing_else_of_the_grader():
     modules = sorted(WORKER_PACKAGE.glob("*.py"))
     assert {m.name for m in modules} >= {"__init__.py", "zygote.py", "dispatch.py", "wire.py", "loading.py"}
     for module in modules:
-        outside = [name for name in imported_names(module)
-                   if (name == "grader" or name.startswith("grader.")) and not name.startswith("grader.worker")
-                   or name.startswith("..")]
+        outside = beyond_the_worker(imported_names(module))
         assert not outside, f"{module.name} imports {outside}: the worker's side may import only grader.worker"
 
 
@@ -42,6 +47,5 @@ def test_probes_and_their_siblings_import_only_the_workers_side_of_the_grader():
     files = {path for task in all_tasks() for path in task.probe_files()}
     assert files
     for path in sorted(files):
-        outside = [name for name in imported_names(path, skipping=frozenset({"warm_up"}))
-                   if (name == "grader" or name.startswith("grader.")) and not name.startswith("grader.worker")]
+        outside = beyond_the_worker(imported_names(path, skipping=frozenset({"warm_up"})))
         assert not outside, f"{path.parent.name}/{path.name} imports {outside}: beside learner code only grader.worker is there"
