@@ -127,8 +127,7 @@ class BatchFigures:
     wall_s: float
     cpu_s: float | None           # all the machine's cores together; None where /proc/stat is not there
     steady_s: float | None        # seconds per submission once every process has graded its first one
-
-    submissions: int = 0
+    submissions: int
 
     def cpu_note(self) -> str:
         if self.cpu_s is None:
@@ -142,10 +141,9 @@ def batch_figures(jobs, workers: int) -> BatchFigures:
     start (imports, the suites' oracles), so the steady rate is measured from the moment the
     `workers`-th submission is done."""
     done: list[float] = []
-    cpu_before, start = machine_cpu_seconds(), time.perf_counter()
-    runner.run_many(jobs, workers, on_done=lambda job, report: done.append(time.perf_counter() - start))
-    wall_s, cpu_after = time.perf_counter() - start, machine_cpu_seconds()
-    cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    start = time.perf_counter()
+    wall_s, cpu_s, _ = wall_and_cpu(lambda: runner.run_many(
+        jobs, workers, on_done=lambda job, report: done.append(time.perf_counter() - start)))
     done.sort()
     steady_s = (done[-1] - done[workers - 1]) / (len(done) - workers) if len(done) > workers else None
     return BatchFigures(workers, wall_s, cpu_s, steady_s, len(jobs))
@@ -161,16 +159,22 @@ def slurm_figures(copies, template, scratch: Path, local: BatchFigures) -> None:
         print("  --executor slurm: no sbatch here (start one with .ci/slurm-up)")
         return
     executor = SlurmExecutor(SlurmOptions(folder=scratch / "submitit", max_running=2))
-    cpu_before, start = machine_cpu_seconds(), time.perf_counter()
-    entries = batch.grade([Path(c) for c in copies], template, scratch / "slurm-out", executor=executor)
-    wall_s, cpu_after = time.perf_counter() - start, machine_cpu_seconds()
-    cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    wall_s, cpu_s, entries = wall_and_cpu(
+        lambda: batch.grade([Path(c) for c in copies], template, scratch / "slurm-out", executor=executor))
     figures = BatchFigures(2, wall_s, cpu_s, None, len(copies))
     graded = sum(1 for e in entries if e.report is not None and e.report.complete)
     row("--executor slurm, 2 array tasks at once", wall_s,
         f"({graded}/{len(copies)} complete; x{local.wall_s / wall_s:.2f} of --jobs 2) {figures.cpu_note()}")
     lanes = len(copies) / 2
     row("  scheduler's overhead per submission (wall, against --jobs 2)", (wall_s - local.wall_s) / lanes)
+
+
+def wall_and_cpu(fn):
+    """`wall(fn)` with the machine's CPU time over it (None where /proc/stat is not there)."""
+    cpu_before = machine_cpu_seconds()
+    seconds, result = wall(fn)
+    cpu_after = machine_cpu_seconds()
+    return seconds, (cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None), result
 
 
 def machine_cpu_seconds() -> float | None:
