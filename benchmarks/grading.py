@@ -3,7 +3,8 @@ numbers and asserts nothing (machines are noisy).
 
     python benchmarks/grading.py                 # every task
     python benchmarks/grading.py --tasks 01 02   # some tasks
-    python benchmarks/grading.py --batch 6       # also batch throughput with 1 vs 2 jobs
+    python benchmarks/grading.py --batch 6       # also batch throughput with 1 vs 2 jobs, and the
+                                                 # same suites' scaling as plain pytest (the machine's)
     python benchmarks/grading.py --batch 6 --batch-only --slurm   # that alone, and the same batch on Slurm
 """
 import argparse
@@ -117,6 +118,7 @@ def batch_section(tasks, isolation, submissions, slurm):
             row("--jobs 1, per submission after the first", one.steady_s)
             row("--jobs 2, per submission after each process's first", two.steady_s,
                 f"(steady throughput x{one.steady_s / two.steady_s:.2f})")
+        same_work_without_the_grader(tasks, one.wall_s / two.wall_s)
         if slurm:
             slurm_figures(copies, jobs[0], Path(tmp), two)
 
@@ -147,6 +149,36 @@ def batch_figures(jobs, workers: int) -> BatchFigures:
     done.sort()
     steady_s = (done[-1] - done[workers - 1]) / (len(done) - workers) if len(done) > workers else None
     return BatchFigures(workers, wall_s, cpu_s, steady_s, len(jobs))
+
+
+def same_work_without_the_grader(tasks, graded_ratio: float) -> None:
+    """The hidden suites as plain pytest, in one process on one thread, alone and then two at
+    once: the scaling the machine itself gives this work (its cores share caches and memory
+    bandwidth), the ceiling for the grader's `--jobs 2`."""
+    paths = [p for task in tasks for p in task.suite_paths(hidden=True)]
+    alone_s, alone_cpu = wall(lambda: cpu_seconds_of([one_thread_pytest(paths)]))
+    pair_s, pair_cpu = wall(lambda: cpu_seconds_of([one_thread_pytest(paths) for _ in range(2)]))
+    ratio = 2 * alone_s / pair_s
+    row("plain pytest of the same suites, one thread, alone", alone_s, f"[CPU {alone_cpu:.1f} s]")
+    row("the same, two at once", pair_s,
+        f"(throughput x{ratio:.2f}; CPU {pair_cpu / 2:.1f} s each, {pair_cpu / 2 / alone_cpu - 1:+.0%}) "
+        f"[--jobs 2 reached {graded_ratio / ratio:.0%} of it]")
+
+
+def one_thread_pytest(paths) -> subprocess.Popen:
+    command = [sys.executable, "-m", "pytest", *map(str, paths), "--impl", str(SOLUTIONS), "-q", "-p", "no:cacheprovider"]
+    return subprocess.Popen(command, cwd=COURSE_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+
+
+def cpu_seconds_of(runs: list[subprocess.Popen]) -> float:
+    """The CPU time the runs took (each waited for here, with its own resource usage)."""
+    total = 0.0
+    for run in runs:
+        _, status, usage = os.wait4(run.pid, 0)
+        run.returncode = os.waitstatus_to_exitcode(status)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def slurm_figures(copies, template, scratch: Path, local: BatchFigures) -> None:
