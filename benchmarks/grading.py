@@ -6,6 +6,7 @@ numbers and asserts nothing (machines are noisy).
     python benchmarks/grading.py --batch 6       # also batch throughput with 1 vs 2 jobs, and the
                                                  # same suites' scaling as plain pytest (the machine's)
     python benchmarks/grading.py --batch 6 --batch-only --slurm   # that alone, and the same batch on Slurm
+    python benchmarks/grading.py --batch 4 --batch-only --rounds 2   # 1 and 2 jobs in turn, twice
 """
 import argparse
 import os
@@ -61,6 +62,7 @@ def main():
     parser.add_argument("--tasks", nargs="*", default=[])
     parser.add_argument("--batch", type=int, default=0, help="submissions for the --jobs scaling figure")
     parser.add_argument("--batch-only", action="store_true", help="skip the per-task and whole-grading figures")
+    parser.add_argument("--rounds", type=int, default=1, help="measure --jobs 1 and --jobs 2 this many times, in turn")
     parser.add_argument("--slurm", action="store_true",
                         help="also grade the batch with --executor slurm (the cluster of .ci/slurm-up, or any "
                              "whose commands are on PATH), two array tasks at once")
@@ -74,7 +76,7 @@ def main():
     if not args.batch_only:
         single_figures(tasks, isolation, isolation_name, available)
     if args.batch:
-        batch_section(tasks, isolation, args.batch, args.slurm)
+        batch_section(tasks, isolation, args.batch, args.slurm, args.rounds)
 
 
 def single_figures(tasks, isolation, isolation_name, available):
@@ -106,19 +108,28 @@ def single_figures(tasks, isolation, isolation_name, available):
 
 
 
-def batch_section(tasks, isolation, submissions, slurm):
+def batch_section(tasks, isolation, submissions, slurm, rounds=1):
+    """`--jobs 1` then `--jobs 2` on the same copies, `rounds` times (A B A B): the machine's speed
+    drifts by tens of percent within minutes, so a ratio is only as good as the pair it comes from."""
     print(f"Batch of {submissions} copies of the reference:")
     with tempfile.TemporaryDirectory() as tmp:
         copies = [shutil.copytree(SOLUTIONS, Path(tmp) / f"s{i}") for i in range(submissions)]
         jobs = [runner.GradingRun(Path(c), tasks, isolation=isolation) for c in copies]
-        one, two = batch_figures(jobs, 1), batch_figures(jobs, 2)
-        row("--jobs 1", one.wall_s, one.cpu_note())
-        row("--jobs 2", two.wall_s, f"(throughput x{one.wall_s / two.wall_s:.2f}, budget 1.8) {two.cpu_note()}")
-        if one.steady_s and two.steady_s:
-            row("--jobs 1, per submission after the first", one.steady_s)
-            row("--jobs 2, per submission after each process's first", two.steady_s,
-                f"(steady throughput x{one.steady_s / two.steady_s:.2f})")
-        same_work_without_the_grader(tasks, one.wall_s / two.wall_s)
+        ratios = []
+        for round_ in range(1, rounds + 1):
+            label = f" (round {round_})" if rounds > 1 else ""
+            one, two = batch_figures(jobs, 1), batch_figures(jobs, 2)
+            ratios.append(one.wall_s / two.wall_s)
+            row(f"--jobs 1{label}", one.wall_s, one.cpu_note())
+            row(f"--jobs 2{label}", two.wall_s, f"(throughput x{ratios[-1]:.2f}, budget 1.8) {two.cpu_note()}")
+            if one.steady_s and two.steady_s:
+                row(f"--jobs 1, per submission after the first{label}", one.steady_s)
+                row(f"--jobs 2, per submission after each process's first{label}", two.steady_s,
+                    f"(steady throughput x{one.steady_s / two.steady_s:.2f})")
+        if rounds > 1:
+            print(f"  --jobs 2 throughput by round: {', '.join(f'x{r:.2f}' for r in ratios)}; "
+                  f"median x{statistics.median(ratios):.2f}")
+        same_work_without_the_grader(tasks, statistics.median(ratios))
         if slurm:
             slurm_figures(copies, jobs[0], Path(tmp), two)
 
