@@ -109,8 +109,8 @@ def single_figures(tasks, isolation, isolation_name, available):
 
 
 def batch_section(tasks, isolation, submissions, slurm, rounds=1):
-    """`--jobs 1` then `--jobs 2` on the same copies, `rounds` times (A B A B): the machine's speed
-    drifts by tens of percent within minutes, so a ratio is only as good as the pair it comes from."""
+    """`--jobs 1` then `--jobs 2` on the same copies, `rounds` times (A B A B): a shared machine's
+    speed can drift by tens of percent within minutes, so a ratio is only as good as its pair."""
     print(f"Batch of {submissions} copies of the reference:")
     with tempfile.TemporaryDirectory() as tmp:
         copies = [shutil.copytree(SOLUTIONS, Path(tmp) / f"s{i}") for i in range(submissions)]
