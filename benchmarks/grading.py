@@ -33,9 +33,12 @@ def wall(fn):
     return time.perf_counter() - start, result
 
 
+def pytest_command(*paths, impl=SOLUTIONS) -> list[str]:
+    return [sys.executable, "-m", "pytest", *map(str, paths), "--impl", str(impl), "-q", "-p", "no:cacheprovider"]
+
+
 def plain_pytest(*paths, impl=SOLUTIONS):
-    command = [sys.executable, "-m", "pytest", *map(str, paths), "--impl", str(impl), "-q", "-p", "no:cacheprovider"]
-    return subprocess.run(command, cwd=COURSE_ROOT, capture_output=True, text=True)
+    return subprocess.run(pytest_command(*paths, impl=impl), cwd=COURSE_ROOT, capture_output=True, text=True)
 
 
 def worker_start_seconds(task, sandboxed, restarts=5):
@@ -177,8 +180,7 @@ def same_work_without_the_grader(tasks, graded_ratio: float) -> None:
 
 
 def one_thread_pytest(paths) -> subprocess.Popen:
-    command = [sys.executable, "-m", "pytest", *map(str, paths), "--impl", str(SOLUTIONS), "-q", "-p", "no:cacheprovider"]
-    return subprocess.Popen(command, cwd=COURSE_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    return subprocess.Popen(pytest_command(*paths), cwd=COURSE_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
 
 
