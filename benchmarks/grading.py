@@ -24,6 +24,7 @@ from grader.core import sandbox
 from grader.core.submission import BACKENDS, BackendContext
 from grader.core.worker_process import WorkerSpec
 from grader.running import runner
+from grader.running.pool import ONE_THREAD_ENV
 from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, locate_module, task_named
 
 
@@ -70,6 +71,8 @@ def main():
                         help="also grade the batch with --executor slurm (the cluster of .ci/slurm-up, or any "
                              "whose commands are on PATH), two array tasks at once")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be 1 or more")
     tasks = [task_named(t) for t in args.tasks] or list(all_tasks())
 
     available, why = sandbox.availability()
@@ -181,7 +184,7 @@ def same_work_without_the_grader(tasks, graded_ratio: float) -> None:
 
 def one_thread_pytest(paths) -> subprocess.Popen:
     return subprocess.Popen(pytest_command(*paths), cwd=COURSE_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                            env={**ONE_THREAD_ENV, **os.environ})     # as the pool runs its gradings
 
 
 def cpu_seconds_of(runs: list[subprocess.Popen]) -> float:

@@ -13,12 +13,12 @@ from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_module
 from grader.worker.loading import load_module
 
 TASKS = all_tasks()
+IDS = [t.name for t in TASKS]
 
 
 def carries(chinese_heading: str, english: str) -> bool:
     """A Chinese heading names its English section in parentheses, ASCII or full-width."""
     return f"({english})" in chinese_heading or f"（{english}）" in chinese_heading
-IDS = [t.name for t in TASKS]
 
 
 def public_functions(path):

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from grader.learning.hints import Hint
 from grader.learning.warm import import_quietly, warm_up
+from grader.running.pool import ONE_THREAD_ENV
 from grader.tasks import Task, all_tasks, locate_module
 
 # watchfiles yields a burst of events (an editor's write, rename and chmod) this long after the
@@ -132,10 +133,10 @@ class Watcher:
 
 
 def watch(task: Task, impl: Path, console: Console, lang: str) -> int:
-    # One thread for torch, as the grading pool runs (see grader.running.pool): the suites' small
-    # models gain nothing from more, and spinning OpenMP threads slow the learner's other work.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    # One thread for torch, as the grading pool runs: the suites' small models gain nothing from
+    # more, and spinning OpenMP threads slow the learner's other work.
+    for name, value in ONE_THREAD_ENV.items():
+        os.environ.setdefault(name, value)
     watcher = Watcher(task, impl, console, lang)
 
     def leave(signum, frame):

@@ -47,6 +47,8 @@ from grader.worker.zygote import die_with_parent
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"
 SESSION_DIED = "session died"     # exit status of one task's session killed under its pool process
+# torch's threads in every grading process, unless the caller set them (see above)
+ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.modeling_llama", "hypothesis",
                   "grader.core.plugin")
 
@@ -98,7 +100,7 @@ class _Child:
         # would stay. Entered, never listed, by the uid level's workers on their way to theirs.
         self.temp = tempfile.mkdtemp(prefix="grader-pool-", dir=shared_temp_root())
         os.chmod(self.temp, 0o711)
-        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ, **env, "TMPDIR": self.temp}
+        env = {**ONE_THREAD_ENV, **os.environ, **env, "TMPDIR": self.temp}
         self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE_ROOT, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.process.stdin is not None and self.process.stdout is not None      # both are pipes
