@@ -24,7 +24,7 @@ from grader.core import sandbox
 from grader.core.submission import BACKENDS, BackendContext
 from grader.core.worker_process import WorkerSpec
 from grader.running import runner
-from grader.running.pool import ONE_THREAD_ENV
+from grader.running.threads import ONE_THREAD_ENV
 from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, locate_module, task_named
 
 

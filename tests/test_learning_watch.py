@@ -1,6 +1,8 @@
 """`grader watch` driven as a person would, in a real terminal (tmux): start it on the stub, save a
 fix, a syntax error, an endless loop and the stub again, read the screen after each save, then
-leave with Ctrl-C. Skips, saying why, where tmux is not installed (.ci/run installs it)."""
+leave with Ctrl-C; that test skips, saying why, where tmux is not installed (.ci/run installs it).
+Also: a kill or a hang-up ends the watcher without leaving its scratch folder, and importing the
+watch loop loads no library that reads its thread count on loading."""
 import os
 import re
 import shlex
@@ -22,7 +24,7 @@ CHECK_S = 30             # a check of the reference takes about a second; a load
 HANG_S = 90              # a test's own 30 s limit, then the screen
 WIDTH, HEIGHT = 160, 70
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (apt-get install tmux; .ci/run does)")
 
 
@@ -82,6 +84,7 @@ def save(module: Path, text: str) -> None:
     module.write_text(text, encoding="utf-8")
 
 
+@needs_tmux
 def test_watch_follows_the_learners_saves(terminal):
     term, module = terminal
     screen = term.wait_for(r"check 1 at .*points", STARTUP_S)
@@ -145,3 +148,12 @@ def test_a_watcher_killed_or_hung_up_leaves_no_scratch_folder(tmp_path, ending):
     finally:
         watcher.kill()
     assert not list(scratch.glob("grader-watch-*")), f"{ending} left the watcher's scratch folder behind"
+
+
+def test_the_watch_loop_loads_no_threaded_library_before_it_sets_their_threads():
+    """numpy and torch read their thread counts when they are loaded: importing the watch loop must
+    load neither, or the one-thread setting `watch` makes comes too late for them."""
+    probe = "import sys, grader.learning.watch; print(sorted({'numpy', 'torch'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"loaded on import: {done.stdout.strip()}"

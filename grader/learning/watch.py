@@ -21,7 +21,7 @@ from rich.text import Text
 
 from grader.learning.hints import Hint
 from grader.learning.warm import import_quietly, warm_up
-from grader.running.pool import ONE_THREAD_ENV
+from grader.running.threads import ONE_THREAD_ENV
 from grader.tasks import Task, all_tasks, locate_module
 
 # watchfiles yields a burst of events (an editor's write, rename and chmod) this long after the
@@ -133,8 +133,8 @@ class Watcher:
 
 
 def watch(task: Task, impl: Path, console: Console, lang: str) -> int:
-    # One thread for torch, as the grading pool runs: the suites' small models gain nothing from
-    # more, and spinning OpenMP threads slow the learner's other work.
+    # One thread for torch, as the grading pool runs (`grader.running.threads`): spinning OpenMP
+    # threads slow the learner's other work. Set before warm_up imports numpy and torch.
     for name, value in ONE_THREAD_ENV.items():
         os.environ.setdefault(name, value)
     watcher = Watcher(task, impl, console, lang)

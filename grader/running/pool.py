@@ -16,11 +16,8 @@ that dies takes only the grading in flight with it: the parent starts a fresh ch
 rest. The parent's deadline is the watchdog: it needs nothing from the child (no signal, no
 reply) to end a grading that runs too long, and SIGKILL ends a child even when it is stopped.
 
-Each pool process (and the workers it starts) runs torch on one thread (OMP_NUM_THREADS=1, unless
-the caller set it); parallelism comes from grading several submissions at once. OpenMP threads
-spin while they wait: as soon as anything else wants the same cores (another grading, a busy
-machine), two threads per process run many times slower than one, while the suites' small
-models gain little from a second thread on an idle machine.
+Each pool process (and the workers it starts) runs torch on one thread, unless the caller set
+otherwise (`grader.running.threads`).
 """
 from __future__ import annotations
 
@@ -41,14 +38,13 @@ import time
 from pathlib import Path
 
 from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
+from grader.running.threads import ONE_THREAD_ENV
 from grader.tasks import COURSE_ROOT
 from grader.worker.zygote import die_with_parent
 
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"
 SESSION_DIED = "session died"     # exit status of one task's session killed under its pool process
-# torch's threads in every grading process, unless the caller set them (see above)
-ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.modeling_llama", "hypothesis",
                   "grader.core.plugin")
 
