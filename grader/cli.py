@@ -93,9 +93,11 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--seed", type=int, help="seed for the suites' random inputs (default: drawn per submission "
                                                 "from the course's secret and its modules, the same at every regrading)")
     grade.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this")
-    grade.add_argument("--isolation", choices=isolation.CHOICES, default="auto",
+    grade.add_argument("--isolation", choices=isolation.CHOICES,
                        help="isolate learner code as strongly as this machine allows: the sandbox, else the uid "
-                            "level (auto, the default); refuse to grade with neither (required); or not at all (none)")
+                            "level (auto, the default); refuse to grade with neither (required, the default with "
+                            "--gradescope or --prairielearn, whose platforms take the result as a grade); or not at "
+                            "all (none)")
     grade.add_argument("--resume", action="store_true",
                        help="keep the reports --out-dir already holds and grade only the missing ones")
     grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
@@ -298,8 +300,9 @@ def _grade(args, tasks, console) -> int:
             console.print("[red]--executor slurm needs submitit (pip install -e '.[cluster]') and Slurm's sbatch "
                           "on the PATH[/]")
             return USAGE
+    wanted = _isolation_wanted(args)
     try:
-        level, reason = isolation.choose(args.isolation)
+        level, reason = isolation.choose(wanted)
     except isolation.IsolationUnavailable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
@@ -313,7 +316,7 @@ def _grade(args, tasks, console) -> int:
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)
         uid_jail.seal(*([out_dir] if out_dir else []), *args.paths)
-    template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=args.isolation)
+    template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=wanted)
     from grader.running.progress import BatchProgress
     with BatchProgress(console=console) as progress:
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
@@ -336,6 +339,15 @@ def _grade(args, tasks, console) -> int:
     if args.fail_under is not None and any(r.total.percent < args.fail_under for r in reports):
         return FAILED
     return OK
+
+
+def _isolation_wanted(args) -> str:
+    """The isolation asked for: as given on the command line; else `required` when a platform takes
+    the result as a grade (no forgotten flag grades learner code unprotected for a platform); else
+    `auto`."""
+    if args.isolation:
+        return args.isolation
+    return "required" if args.gradescope or args.prairielearn else "auto"
 
 
 def _write_outputs(report: ScoreReport, args) -> list[str]:

@@ -1,5 +1,6 @@
 """The `grader` command as a learner, an instructor and a CI job use it."""
 import csv
+import json
 import subprocess
 import sys
 
@@ -63,3 +64,19 @@ def test_usage_errors_exit_2(tmp_path):
     assert grader("grade", tmp_path / "nowhere").returncode == 2
     assert grader("audit", "99").returncode == 2
     assert grader("grade", "solutions", "exercises", "--json", tmp_path / "r.json").returncode == 2
+
+
+@pytest.mark.e2e
+def test_an_explicit_isolation_none_grades_for_a_platform_and_says_so(tmp_path):
+    """A platform's output grades at `required` unless the instructor says otherwise on the command
+    line: `--isolation none` (a trusted local run) is honoured, and the report and the platform's
+    message say which isolation graded it."""
+    results, report = tmp_path / "results.json", tmp_path / "report.json"
+    done = grader("grade", COURSE_ROOT / "solutions", "--tasks", "01", "--isolation", "none",
+                  "--prairielearn", results, "--json", report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    graded = json.loads(results.read_text(encoding="utf-8"))
+    assert graded["gradable"] is True and graded["score"] == 1.0, graded
+    assert graded["message"].endswith("isolation of your code during grading: none"), graded["message"]
+    assert json.loads(report.read_text(encoding="utf-8"))["isolation"]["level"] == "none"
+    assert "learner code runs unprotected" in done.stdout

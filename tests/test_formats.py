@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -236,6 +237,8 @@ def test_prairielearn_results_score_in_zero_one(report):
     results = prairielearn_results(report)
     assert results["gradable"] is True and math.isclose(results["score"], 0.4)
     assert results["message"] == "4 / 10 points (40.0%)"
+    graded_at = replace(report, isolation={"level": "none", "reason": "isolation switched off (--isolation none)"})
+    assert prairielearn_results(graded_at)["message"] == "4 / 10 points (40.0%); isolation of your code during grading: none"
     assert len(results["tests"]) == 8
     gpu = next(t for t in results["tests"] if "bf16" in t["name"])
     assert (gpu["points"], gpu["max_points"]) == (0.0, 0.0) and "not graded here" in gpu["message"]

@@ -21,7 +21,7 @@ def prairielearn_results(report: ScoreReport) -> dict:
         return {"gradable": False, "format_errors": reasons, "message": " ".join(reasons)}
     total = report.total
     results = {"gradable": True, "score": round(total.points / total.max_points, 6) if total.max_points else 0.0,
-               "message": f"{total.points:g} / {total.max_points:g} points ({total.percent:.1f}%)",
+               "message": f"{total.points:g} / {total.max_points:g} points ({total.percent:.1f}%)" + _isolation(report),
                "output": _overview(report),
                "tests": [_test(task.task, test) for task in report.tasks for test in task.tests]}
     return _within_limit(results)
@@ -38,6 +38,11 @@ def _not_gradable(report: ScoreReport) -> list[str]:
         return [f"{t.task}: " + next((x.feedback for x in t.tests if x.feedback), "no test could run")
                 for t in report.tasks] or ["no test could run"]
     return []
+
+
+def _isolation(report: ScoreReport) -> str:
+    level = (report.isolation or {}).get("level")
+    return f"; isolation of your code during grading: {level}" if level else ""
 
 
 def _overview(report: ScoreReport) -> str:
