@@ -112,7 +112,8 @@ def test_gradescope_grades_the_reference_at_the_uid_level(autograder, box):
     assert results["score"] == report["total"]["max_points"] > 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("attack", ["stub", "rewrites_the_entrypoint", "patches_the_grader", "reads"])
+@pytest.mark.parametrize("attack", [pytest.param(attack, marks=[] if attack == "patches_the_grader" else [pytest.mark.full])
+                                    for attack in ("stub", "rewrites_the_entrypoint", "patches_the_grader", "reads")])
 def test_gradescope_attacks_score_the_stubs_zero_and_change_nothing(autograder, box, attack):
     root = box / "ag"
     module = {"stub": lambda: STUB, "rewrites_the_entrypoint": lambda: rewrites_the_entrypoint(root),
@@ -130,18 +131,24 @@ def test_gradescope_attacks_score_the_stubs_zero_and_change_nothing(autograder, 
         assert "def test_" not in log
 
 
-def test_prairielearn_path_grades_at_the_uid_level_and_resists_a_patch(tmp_path, box):
+# The command docs/instructor/prairielearn.md opens with, and the same with the flag forgotten.
+PRAIRIELEARN_FORMS = {"documented": ["--isolation", "required"], "bare": []}
+
+
+@pytest.mark.parametrize("form", PRAIRIELEARN_FORMS)
+def test_prairielearn_path_grades_at_the_uid_level_and_resists_a_patch(tmp_path, box, form):
     student = box / "student"
     student.mkdir()
     (student / "attention.py").write_text(patches_the_grader(COURSE_ROOT), encoding="utf-8")
     before = digests(COURSE_ROOT / "grader")
     results = box / "results.json"
-    done = harness.run_cli(["grade", student, "--tasks", "01", "--isolation", "required", "--prairielearn", results,
+    done = harness.run_cli(["grade", student, "--tasks", "01", *PRAIRIELEARN_FORMS[form], "--prairielearn", results,
                             "--json", box / "report.json"], harness.grading_env(tmp_path), cwd=box, timeout_s=900,
                            level="uid")
     graded = json.loads(results.read_text(encoding="utf-8"))
     assert json.loads((box / "report.json").read_text())["isolation"]["level"] == "uid", done.output[-2000:]
     assert graded["score"] == 0 and graded["gradable"] is True, graded
+    assert graded["message"].endswith("isolation of your code during grading: uid"), graded["message"]
     assert digests(COURSE_ROOT / "grader") == before
 
 
@@ -155,8 +162,18 @@ def test_without_even_the_uid_level_the_channels_refuse_to_grade(autograder, box
     done, results = run_autograder(root, {"PYTHONPATH": str(broken)})
     assert results["score"] == 0 and "could not be graded safely" in results["output"], results["output"]
     assert "RAN" not in done.stdout + done.stderr
-    pl = box / "pl.json"
-    harness.run_cli(["grade", root / "submission", "--tasks", "01", "--isolation", "required", "--prairielearn", pl],
-                    harness.grading_env(tmp_path, PYTHONPATH=str(broken)), cwd=box, timeout_s=300, level="uid")
-    graded = json.loads(pl.read_text(encoding="utf-8"))
-    assert graded["gradable"] is False and "could not be graded safely" in json.dumps(graded), graded
+    before = digests(COURSE_ROOT / "grader")
+    for form, flags in PRAIRIELEARN_FORMS.items():
+        pl = box / f"pl-{form}.json"
+        done = harness.run_cli(["grade", root / "submission", "--tasks", "01", *flags, "--prairielearn", pl],
+                               harness.grading_env(tmp_path, PYTHONPATH=str(broken)), cwd=box, timeout_s=300, level="uid")
+        graded = json.loads(pl.read_text(encoding="utf-8"))
+        assert graded["gradable"] is False and "could not be graded safely" in json.dumps(graded), (form, graded)
+        assert "RAN" not in done.output, form
+    gradescope = box / "gs.json"           # the bare --gradescope form, outside the zip's run_autograder
+    done = harness.run_cli(["grade", root / "submission", "--tasks", "01", "--gradescope", gradescope],
+                           harness.grading_env(tmp_path, PYTHONPATH=str(broken)), cwd=box, timeout_s=300, level="uid")
+    graded = json.loads(gradescope.read_text(encoding="utf-8"))
+    assert graded["score"] == 0 and "could not be graded safely" in graded["output"], graded
+    assert "RAN" not in done.output
+    assert digests(COURSE_ROOT / "grader") == before
