@@ -26,6 +26,16 @@ AUDIT_ONLY = (VARIANTS, INDEPENDENT_DIR)
 _TASK_DIR = re.compile(r"^\d\d_[a-z0-9_]+$")
 
 
+def course_session_options() -> list[str]:
+    """The pytest options of every session that runs the course's suites (a grading, a collection
+    of their points): the course's root and configuration, and nothing of the project's own
+    development setup (`tests/conftest.py`, above the hidden suites, is not loaded: the suites keep
+    no conftest of their own), so that a grading here and one from the Gradescope zip run the same
+    session."""
+    return ["--rootdir", str(COURSE_ROOT), "-c", str(COURSE_ROOT / "pyproject.toml"), "--noconftest",
+            "-p", "no:cacheprovider"]
+
+
 @dataclass(frozen=True)
 class Task:
     name: str     # the folder name, e.g. "01_einsum_attention"

@@ -33,6 +33,8 @@ TESTS = Path(__file__).resolve().parent
 
 
 def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="the full tier (CI): also the tests marked full (every attack at every level, the whole audit)")
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (minutes each)")
 
 
@@ -45,6 +47,8 @@ def pytest_configure(config):
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         config.add_cleanup(lambda: os.environ.pop("GRADER_PROGRESS", None))
     config.addinivalue_line("markers", "slow: takes minutes; runs only with --run-slow")
+    config.addinivalue_line("markers", "full: runs in the full tier only (`pytest --full`, CI's): a mechanism the "
+                                       "default tier already exercises once, again at another level or on more data")
     config.pluginmanager.register(FastTierClock(config), "fast-tier-clock")
     config.addinivalue_line("markers", "e2e: runs the grader end to end (gradings, batches, the audit, a platform's "
                                        "harness, Slurm, a terminal); `pytest -m 'not e2e'` is the fast tier")
@@ -52,18 +56,18 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """The fast tier first (its time said when it ends), the end-to-end tests after it; tests
-    marked slow are skipped unless --run-slow."""
+    marked full are skipped unless --full, tests marked slow unless --run-slow."""
     for item in items:      # (a grading's session also loads this file: its tests lie outside tests/)
         path = Path(item.path).resolve()
         if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)
     items.sort(key=_is_e2e)      # stable: each tier keeps the files' order
-    if config.getoption("--run-slow"):
-        return
-    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    skips = {"full": None if config.getoption("--full") else pytest.mark.skip(reason="full tier: run with --full"),
+             "slow": None if config.getoption("--run-slow") else pytest.mark.skip(reason="slow: run with --run-slow")}
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in skips.items():
+            if skip is not None and marker in item.keywords:
+                item.add_marker(skip)
 
 
 def _is_e2e(item) -> bool:

@@ -35,6 +35,7 @@ def test_the_reference_gets_full_marks_in_a_768_mb_box(tmp_path):
     assert run.oom_kills == 0, "the kernel ended a process of the box for memory"
 
 
+@pytest.mark.full       # the box is exercised in the default tier by the reference's grading in 768 MB
 def test_a_call_that_allocates_past_the_box_costs_its_tests_not_the_report(tmp_path):
     tree = tmp_path / "hog"
     shutil.copytree(SOLUTIONS / ATTENTION.name, tree / ATTENTION.name)

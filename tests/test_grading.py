@@ -10,7 +10,9 @@ import pytest
 from grader.running import runner
 from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, task_named
 
-pytestmark = pytest.mark.timeout(900)     # the module's gradings run once, in the first test's setup
+# The module's gradings run once, in the first test's setup. Full tier: the engine's outcomes on nine real
+# trees; the default tier grades for real at every level elsewhere (the attacks, the platforms, the CLI).
+pytestmark = [pytest.mark.timeout(900), pytest.mark.full]
 
 ATTENTION = task_named("01")
 OTHERS = [t for t in all_tasks() if t != ATTENTION]

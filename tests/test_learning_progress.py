@@ -38,6 +38,7 @@ def run(args, env, **kw):
     return subprocess.run(args, cwd=COURSE_ROOT, env=env, capture_output=True, text=True, timeout=300, **kw)
 
 
+@pytest.mark.full       # progress is recorded in the default tier by the watcher's terminal test
 def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_the_third_failure(learner_env):
     env, path = learner_env
     outputs = [run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TASK.exercise_dir)], env)

@@ -7,6 +7,8 @@ import re
 import sys
 import time
 
+import pytest
+
 from grader.core.outcome import NOT_RUN
 from grader.learning.session import STOPPED_AT_TIMEOUT, WATCHDOG_MARGIN_S, CheckChild, shares_of
 from grader.tasks import SOLUTIONS, task_named
@@ -38,6 +40,7 @@ def learner_module_loaded(path) -> bool:
     return any(getattr(module, "__file__", None) == str(path) for module in list(sys.modules.values()))
 
 
+@pytest.mark.full       # the watchdog is exercised in the default tier by the hang in two children's shares
 def test_a_hang_that_swallows_the_timeout_is_stopped_at_the_tests_own_limit(tmp_path):
     path = reference_with(tmp_path, "split_heads", "    while True:\n        try:\n            time.sleep(1)\n"
                                                    "        except BaseException:\n            pass\n")

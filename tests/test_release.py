@@ -119,6 +119,7 @@ def test_fork_check_exit_status_follows_fail_under(release, learner_env):
     assert learner("grader check 01 --fail-under 1", learner_env, release.root).returncode == 1
 
 
+@pytest.mark.full       # the release installed is exercised in the default tier by the fresh-install import and the stub's pytest
 def test_the_release_passes_its_own_checks_with_the_reference(release, learner_env, tmp_path):
     reference = shutil.copytree(SOLUTIONS, tmp_path / "my_solutions")      # graded from outside the release
     done = learner(f"grader check --impl {reference} --json {tmp_path / 'report.json'}", learner_env, release.root)

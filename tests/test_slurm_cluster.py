@@ -82,6 +82,7 @@ def test_a_cancelled_job_ends_cancelled_with_no_result(executor):
     assert not job.paths.result_pickle.exists()
 
 
+@pytest.mark.full       # Slurm checks time limits every 30 s: the default tier's jobs end by themselves or are cancelled
 def test_a_job_past_its_time_limit_ends_timeout(executor):
     job = executor.submit(time.sleep, 300)
     started(job)

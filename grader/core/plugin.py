@@ -73,6 +73,9 @@ def pytest_addoption(parser):
     group.addoption("--stop-on-concept", metavar="CONCEPT",
                     help="stop once a test of this concept has failed (used by `grader audit`)")
     group.addoption("--long", action="store_true", help="also run the long visible checks")
+    group.addoption("--variant-plan", metavar="JSON",
+                    help="grade each tree this file lists in a fork of the collected session (used by `grader audit`; "
+                         "grader.core.variant_forks)")
 
 
 def pytest_configure(config):
@@ -133,6 +136,12 @@ class GradingSession:
             context = BackendContext(self.impl, self._log_dir() / f"{task.name}.log", spec)
             self._backends[task.name] = BACKENDS[self.backend_kind](locate_module(self.impl, task), context)
         return self._backends[task.name]
+
+    def grade_another(self, impl: Path, run_id: str) -> None:
+        """Point this session, collected and with no test run yet, at another tree: a fork of it
+        grades one variant (`grader.core.variant_forks`)."""
+        assert not self.results and not self._backends, "a session that ran tests grades no other tree"
+        self.impl, self.run_id, self.started = impl.resolve(), run_id, datetime.now(UTC)
 
     def _basetemp(self) -> Path:
         """pytest's temporary folder of this session: the one place a sandboxed worker may write,
@@ -337,7 +346,10 @@ class ReportHooks:
     def pytest_sessionstart(self, session):
         """Start the sandbox of the first task named on the command line (its zygote imports the
         libraries) before collection imports the suites, so that the two overlap. The other
-        tasks' sandboxes start as each task begins: one task's workers at a time."""
+        tasks' sandboxes start as each task begins: one task's workers at a time. A session that
+        forks per variant grades no tree of its own: its children start theirs."""
+        if session.config.getoption("variant_plan"):
+            return
         for arg in session.config.args:
             task = task_of_path(Path(str(arg).split("::")[0]))
             if task is not None:
@@ -405,13 +417,18 @@ def pytest_collection_modifyitems(config, items):
     order would reach, at a fraction of its time."""
     concept = config.getoption("stop_on_concept")
     if concept:
-        items.sort(key=lambda item: metadata.of_item(item).concept != concept)      # stable
+        concept_first(items, concept)
     if config.getoption("long"):
         return
     long = [item for item in items if metadata.of_item(item).long]
     if long:
         config.hook.pytest_deselected(items=long)
         items[:] = [item for item in items if not metadata.of_item(item).long]
+
+
+def concept_first(items: list, concept: str) -> None:
+    """The concept's tests first, each group in its order."""
+    items.sort(key=lambda item: metadata.of_item(item).concept != concept)      # stable
 
 
 def pytest_runtest_setup(item):

@@ -39,7 +39,7 @@ from grader.delivery.course_sources import (
 )
 from grader.delivery.notebook import MODULE_CELL_PREFIX, NBGRADER_SCHEMA_VERSION
 from grader.running.runner import RUN_LIMIT_S
-from grader.tasks import COURSE_ROOT, HIDDEN, SOLUTIONS, Task, task_of_path
+from grader.tasks import HIDDEN, SOLUTIONS, Task, course_session_options, task_of_path
 
 LANGUAGES = ("en", "zh-CN")
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -81,8 +81,7 @@ def collect_suites(tasks: list[Task]) -> dict[str, list[SuiteTest]]:
     import pytest
     collector = _Collector()
     paths = [str(p) for task in tasks for p in task.suite_paths(hidden=True)]
-    args = [*paths, "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(COURSE_ROOT),
-            "-c", str(COURSE_ROOT / "pyproject.toml"), "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    args = [*paths, "--collect-only", "-q", *course_session_options(), "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[collector])

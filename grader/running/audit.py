@@ -118,21 +118,38 @@ def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess", seed: in
 
 def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "inprocess") -> list[list[TaskAudit]]:
     """Every task's audit at each of `seeds` (per task, one TaskAudit per seed, in order): the
-    variants are written once, every grading runs in one batch."""
+    variants are written once; each task's suite is collected once per seed, and each tree graded
+    in a fork of that session, `jobs` at a time (`grader.core.variant_forks`)."""
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch:
-        subjects = [(task, subject) for task in tasks for subject in _subjects(task, Path(scratch))]
-        plans = [(task, seed, replace(entry), _run(task, tree, entry, backend, seed))
-                 for seed in seeds for task, (entry, tree) in subjects]
-        # The gradings that run a whole suite first, the mutants (which stop at their concept's
-        # first failure) after: the batch then ends on short gradings, with no job idle long.
-        order = sorted(range(len(plans)), key=lambda i: plans[i][2].kind == "mutant")
-        by_plan = dict(zip(order, runner.run_many([plans[i][3] for i in order], jobs)))
-        reports = [by_plan[i] for i in range(len(plans))]
+        subjects = {task.name: _subjects(task, Path(scratch)) for task in tasks}
+        groups, entries_of_group = [], []
+        for seed in seeds:
+            for task in tasks:
+                # The gradings that run a whole suite first, the mutants (which stop at their
+                # concept's first failure) after: the task's session then ends on short gradings.
+                ordered = sorted(subjects[task.name], key=lambda subject: subject[0].kind == "mutant")
+                groups.append(runner.ForkedGradings(task, [(tree, _stop_at(entry)) for entry, tree in ordered],
+                                                    seed, backend))
+                entries_of_group.append((seed, [replace(entry) for entry, _ in ordered]))
+        reports = runner.run_forked(groups, jobs)
     entries: dict[tuple[str, int], list[AuditEntry]] = {(t.name, s): [] for t in tasks for s in seeds}
-    for (task, seed, entry, _), report in zip(plans, reports):
-        _score(entry, report)
-        entries[(task.name, seed)].append(entry)
-    return [[TaskAudit(task.name, entries[(task.name, seed)], rules_of(task)) for seed in seeds] for task in tasks]
+    for (seed, group_entries), group_reports in zip(entries_of_group, reports):
+        for entry, report in zip(group_entries, group_reports):
+            _score(entry, report)
+            entries[(entry.task, seed)].append(entry)
+    return [[TaskAudit(task.name, _in_declared_order(entries[(task.name, seed)], subjects[task.name]),
+                       rules_of(task)) for seed in seeds] for task in tasks]
+
+
+def _in_declared_order(entries: list[AuditEntry], subjects) -> list[AuditEntry]:
+    """The reference, the stub, then the variants as their file declares them."""
+    rank = {entry.name: index for index, (entry, _) in enumerate(subjects)}
+    return sorted(entries, key=lambda entry: rank[entry.name])
+
+
+def _stop_at(entry: AuditEntry) -> str | None:
+    """A mutant's verdict is settled once a test of its concept fails: its grading stops there."""
+    return entry.concept if entry.kind == "mutant" and entry.concept else None
 
 
 def _subjects(task: Task, scratch: Path) -> list[tuple[AuditEntry, Path]]:
@@ -143,12 +160,6 @@ def _subjects(task: Task, scratch: Path) -> list[tuple[AuditEntry, Path]]:
         subjects.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule,
                                     variant.origin), materialize(task, variant, scratch / task.name)))
     return subjects
-
-
-def _run(task: Task, tree: Path, entry: AuditEntry, backend: str, seed: int) -> runner.GradingRun:
-    # A mutant's verdict is settled once a test of its concept fails: stop there.
-    extra = ["--stop-on-concept", entry.concept] if entry.kind == "mutant" and entry.concept else []
-    return runner.GradingRun(tree, [task], backend=backend, seed=seed, extra_args=extra)
 
 
 def _score(entry: AuditEntry, report) -> None:

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from grader.core import metadata
-from grader.tasks import COURSE_ROOT, Task, task_of_path
+from grader.tasks import COURSE_ROOT, Task, course_session_options, task_of_path
 
 _OUT = "GRADER_COLLECT_OUT"
 
@@ -31,7 +31,7 @@ def declared_points(tasks: list[Task], hidden: bool = False) -> dict[str, dict[s
         out = Path(scratch) / "points.json"
         done = subprocess.run(
             [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "grader.running.collect",
-             "-p", "no:cacheprovider", "--rootdir", str(COURSE_ROOT), "-c", str(COURSE_ROOT / "pyproject.toml")],
+             *course_session_options()],
             cwd=COURSE_ROOT, env={**os.environ, _OUT: str(out)}, capture_output=True, text=True, timeout=600)
         if done.returncode != 0 or not out.exists():
             raise CollectionError(f"collecting {', '.join(t.name for t in tasks)} failed (pytest exit "

@@ -50,8 +50,11 @@ BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.m
 
 
 class PytestPool:
-    def __init__(self, size: int):
+    def __init__(self, size: int, forks_per_session: int = 1):
+        """`size` pool processes; `forks_per_session`: gradings each session runs at once
+        (`grader.core.variant_forks`), so that each knows how many share the box."""
         self.size = max(1, size)
+        self.forks_per_session = max(1, forks_per_session)
 
     def run(self, jobs: list[tuple[list[list[str]], Path]], limit_s: float, on_done=None, stream=None) -> list:
         """Run each job, a list of pytest argument lists (one session each, in order) with its log
@@ -62,7 +65,7 @@ class PytestPool:
         codes: list = [None] * len(jobs)
         queue = list(enumerate(jobs))
         lock = threading.Lock()
-        env = {CONCURRENT_GRADINGS_ENV: str(min(self.size, len(jobs)))}
+        env = {CONCURRENT_GRADINGS_ENV: str(min(self.size, len(jobs)) * self.forks_per_session)}
 
         def serve():
             child = None

@@ -7,6 +7,7 @@ nor be changed by files in the submitted tree. Sessions run in a pool of reused 
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -20,9 +21,10 @@ from grader.core.sandbox import shared_temp_root
 from grader.reports.record import new_run_id
 from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
 from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
-from grader.tasks import COURSE_ROOT, Task
+from grader.tasks import Task, course_session_options
 
 RUN_LIMIT_S = 20 * 60          # one submission, all tasks: far above the 90 s budget, a backstop only
+TREE_LIMIT_S = 10 * 60         # one tree of one task in a fork of its task's session: a backstop only
 PRIVATE, TRAVERSE_ONLY = 0o700, 0o711      # folders of the grading: its owner's; entered but not listed
 PARTS = "parts"                # below a run's out_dir: each task's session's report, combined when all are in
 
@@ -51,8 +53,7 @@ class GradingRun:
                 "--isolation", self.isolation, "--basetemp", str(scratch), "--grader-run-id", run_id,
                 "--grader-seed", str(seed), f"--grader-seed-from={seed_from}",   # it may begin with "--"
                 "--score-report", str(out_dir / PARTS / f"{task.name}.json"),
-                "--worker-logs", str(out_dir / "logs"), "--rootdir", str(COURSE_ROOT),
-                "-c", str(COURSE_ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
+                "--worker-logs", str(out_dir / "logs"), *course_session_options(),
                 "-q", "--tb=no", "-rN", "--no-header",
                 # the pool process imported grader before pytest could mark the plugin for rewriting
                 "-W", "ignore::pytest.PytestAssertRewriteWarning", *self.extra_args]
@@ -84,14 +85,9 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
             out_dir.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
             (out_dir / REPORT_NAME).unlink(missing_ok=True)
             shutil.rmtree(out_dir / PARTS, ignore_errors=True)
-        # The way to each grading's pytest folders may be entered, not listed, by a worker of another
-        # uid (grader.core.uid_jail); everything else here, the reports included, is its owner's.
-        os.chmod(scratch, TRAVERSE_ONLY)
-        (Path(scratch) / "tmp").mkdir(mode=TRAVERSE_ONLY)
-        for i in range(len(jobs)):
-            (Path(scratch) / "tmp" / str(i)).mkdir(mode=TRAVERSE_ONLY)
-        pool_jobs = [(job.sessions(out_dir, Path(scratch) / "tmp" / str(i), new_run_id()), out_dir / "pytest.log")
-                     for i, (job, out_dir) in enumerate(zip(jobs, out_dirs))]
+        temps = _pytest_temps(Path(scratch), len(jobs))
+        pool_jobs = [(job.sessions(out_dir, temp, new_run_id()), out_dir / "pytest.log")
+                     for job, out_dir, temp in zip(jobs, out_dirs, temps)]
         reports: dict[int, ScoreReport] = {}
 
         def finished(index: int, codes) -> None:
@@ -101,6 +97,64 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
         PytestPool(workers).run(pool_jobs, limit_s, stream=_write_through if stream else None, on_done=finished)
         return [reports.get(i) or ScoreReport.failed("the grading pool ended without a result for it",
                                                      {"path": str(job.impl)}) for i, job in enumerate(jobs)]
+
+
+@dataclass
+class ForkedGradings:
+    """Trees of one task graded in forks of one collected session (`grader.core.variant_forks`):
+    the audit's reference, stub, mutants and alternatives. Each tree comes with the concept its
+    grading stops at, or None to run the whole suite."""
+    task: Task
+    trees: list[tuple[Path, str | None]]
+    seed: int
+    backend: str = "inprocess"
+    limit_s: float = TREE_LIMIT_S       # each tree's
+
+
+def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreReport]]:
+    """Grade every group's trees, one group at a time, `workers` trees at once (each group's
+    session forks them); per group, its trees' reports in order. A tree whose grading left no
+    report gets one that says why."""
+    with tempfile.TemporaryDirectory(prefix="grader-run-", dir=shared_temp_root()) as scratch:
+        temps = _pytest_temps(Path(scratch), len(groups))
+        pool_jobs, report_paths = [], []
+        for index, (group, temp) in enumerate(zip(groups, temps)):
+            out_dir = Path(scratch) / "out" / str(index)
+            (out_dir / "trees").mkdir(mode=PRIVATE, parents=True)
+            reports = [out_dir / "trees" / f"{i}.json" for i in range(len(group.trees))]
+            plan = out_dir / "plan.json"
+            trees = [{"impl": str(tree), "stop_on_concept": concept, "report": str(report), "limit_s": group.limit_s,
+                      "basetemp": str(temp / f"tree-{i}")}
+                     for i, ((tree, concept), report) in enumerate(zip(group.trees, reports))]
+            plan.write_text(json.dumps({"slots": workers, "trees": trees}), encoding="utf-8")
+            run = GradingRun(group.trees[0][0], [group.task], backend=group.backend, seed=group.seed,
+                             extra_args=["-p", "grader.core.variant_forks", "--variant-plan", str(plan)])
+            pool_jobs.append((run.sessions(out_dir, temp, new_run_id()), out_dir / "pytest.log"))
+            report_paths.append(reports)
+        limit_s = max(group.limit_s * len(group.trees) for group in groups)
+        codes = PytestPool(1, forks_per_session=workers).run(pool_jobs, limit_s)
+        return [[_forked_report(path, tree, code) for path, (tree, _) in zip(paths, group.trees)]
+                for paths, group, code in zip(report_paths, groups, codes)]
+
+
+def _forked_report(path: Path, tree: Path, code) -> ScoreReport:
+    found = _part(path, "")
+    if found is not None:
+        return found
+    ending = _meaning(code[0] if isinstance(code, list) else code)
+    return ScoreReport.failed(f"the grading ended without a score report ({ending})", {"path": str(tree)})
+
+
+def _pytest_temps(scratch: Path, count: int) -> list[Path]:
+    """A folder for each grading's pytest temporary folders. The way to them may be entered, not
+    listed, by a worker of another uid (grader.core.uid_jail); everything else in `scratch`, the
+    reports included, is its owner's."""
+    os.chmod(scratch, TRAVERSE_ONLY)
+    (scratch / "tmp").mkdir(mode=TRAVERSE_ONLY)
+    temps = [scratch / "tmp" / str(i) for i in range(count)]
+    for temp in temps:
+        temp.mkdir(mode=TRAVERSE_ONLY)
+    return temps
 
 
 def _refused(jobs: list[GradingRun]) -> dict[int, ScoreReport]:

@@ -61,6 +61,7 @@ def test_timing_probes_replaced_in_the_learners_process_earn_nothing(tmp_path):
     assert any("called fn 0 times" in (t.feedback or "") for t in timing), [t.feedback for t in timing]
 
 
+@pytest.mark.full       # forged timing is attacked in the default tier by the replaced probes
 def test_a_time_ms_that_never_waits_for_the_device_fails_however_right_its_number(tmp_path):
     timing, _ = graded_timing_tests(tmp_path, UNTIMED)
     device = next(t for t in timing if t.id.endswith("test_time_ms_waits_for_queued_device_work"))

@@ -74,6 +74,7 @@ def stub_and_reference(tmp_path, *names):
     return paths
 
 
+@pytest.mark.full       # a failing format is attacked in the default tier by a single grading's
 def test_a_failing_page_costs_only_that_submissions_page(tmp_path, mallory_breaks_the_page, capsys):
     out = tmp_path / "grading"
     paths = stub_and_reference(tmp_path, "alice", "mallory", "bob")
@@ -93,6 +94,7 @@ def test_a_failing_page_costs_only_that_submissions_page(tmp_path, mallory_break
     assert "Class summary" in (out / "class.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.full       # a failing format is attacked in the default tier by the mathtext step name
 def test_a_failing_page_costs_a_single_grading_only_its_page(tmp_path, mallory_breaks_the_page, capsys):
     (path,) = stub_and_reference(tmp_path, "mallory")
     results, page, junit = tmp_path / "results.json", tmp_path / "report.html", tmp_path / "junit.xml"

@@ -56,6 +56,7 @@ def test_a_returned_path_outside_the_tests_folder_is_never_read(tmp_path):
     assert refused, "no test read the returned path, so this proves nothing:\n" + "\n".join(map(str, feedback))
 
 
+@pytest.mark.full       # returned paths are attacked in the default tier by a path outside the tests' folder
 def test_a_reported_loss_without_training_earns_nothing(tmp_path):
     tests = read_report(grade_exercise_02(tmp_path, FORGED_TRAIN)).tests()
     convergence = next(t for t in tests if t.id.endswith("test_from_scratch_run_approaches_the_corpus_floor"))

@@ -1,0 +1,124 @@
+"""One collected session grades many trees of one task, each in a fork (`grader audit`).
+
+Starting pytest and collecting a hidden suite costs a second or more of CPU, the same for the
+reference, the stub and every mutant and alternative of the task, while a mutant's own tests
+often take a tenth of that. With `--variant-plan FILE` the session collects once, runs no test
+itself, and forks one child per tree the plan lists, `slots` at a time: the child points the
+session at its tree, runs the tests (the concept's first, when it stops at a concept) and writes
+that tree's score report. Each child starts from the collected, untouched parent, so no child
+inherits another's results, modules or caches: no process reached by one tree's code serves
+another.
+
+The plan is JSON: {"slots": N, "trees": [{"impl": DIR, "report": PATH, "basetemp": DIR,
+"stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the watchdog: a child past its limit
+is killed, and a child that ends without a report gets one from the parent saying how it ended.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _pytest.tmpdir import TempPathFactory
+
+from grader.core.plugin import concept_first, grading_session
+from grader.reports.record import new_run_id
+from grader.reports.report import ScoreReport, write_report
+from grader.worker.zygote import die_with_parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    plan_path = session.config.getoption("variant_plan")
+    if not plan_path or session.config.option.collectonly:
+        return None
+    plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
+    waiting: list[dict] = list(plan["trees"])
+    running: list[_Child] = []
+    while waiting or running:
+        while waiting and len(running) < max(1, plan["slots"]):
+            running.append(_Child.start(session, waiting.pop(0)))
+        ready, _, _ = select.select([child.pidfd for child in running], [], [],
+                                    max(0.0, min(child.deadline for child in running) - time.monotonic()))
+        for child in list(running):
+            if child.pidfd in ready or time.monotonic() >= child.deadline:
+                child.finish()
+                running.remove(child)
+    return True          # the parent itself runs no test
+
+
+@dataclass
+class _Child:
+    pid: int
+    pidfd: int
+    variant: dict
+    deadline: float
+
+    @classmethod
+    def start(cls, session, variant: dict) -> _Child:
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                die_with_parent(parent)
+                _renew_torch_thread_pool()
+                code = _grade(session, variant)
+            finally:
+                os._exit(code)
+        return cls(pid, os.pidfd_open(pid), variant, time.monotonic() + variant["limit_s"])
+
+    def finish(self) -> None:
+        """Reap the child (killed if past its deadline); a child that left no report gets one."""
+        overdue = not select.select([self.pidfd], [], [], 0)[0]
+        if overdue:
+            os.kill(self.pid, signal.SIGKILL)
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.pidfd)
+        ending = f"ran past its time limit ({self.variant['limit_s']:.0f} s)" if overdue else \
+            f"process was killed by signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status) else None
+        report = Path(self.variant["report"])
+        if ending or not report.exists():
+            write_report(ScoreReport.failed(f"the grading {ending or 'ended without a score report'}",
+                                            {"path": self.variant["impl"]}), report)
+
+
+def _renew_torch_thread_pool() -> None:
+    """torch leaves a forked child its parent's thread pool marked for renewal at the next use;
+    two threads of the child using it first at once (a model's weights loaded by several) can
+    both renew it, and one is left with no pool ("Invalid thread pool!"). Setting the thread
+    count here, before any thread exists, renews it once."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(torch.get_num_threads())
+
+
+def _grade(session, variant: dict) -> int:
+    """In the child: the session's tests, run on the variant's tree; the exit code."""
+    config = session.config
+    concept = variant.get("stop_on_concept")
+    config.option.stop_on_concept = concept
+    config.option.score_report = variant["report"]
+    # The tree's own pytest folder: pytest empties its base folder when first asked for it, which
+    # a sibling fork graded at the same time must not have done to this one's files.
+    config.option.basetemp = variant["basetemp"]
+    config._tmp_path_factory = TempPathFactory.from_config(config, _ispytest=True)
+    grading = grading_session(config)
+    grading.grade_another(Path(variant["impl"]), new_run_id())
+    items = session.items
+    if concept:
+        concept_first(items, concept)
+    grading.expect(items)
+    for index, item in enumerate(items):
+        following = items[index + 1] if index + 1 < len(items) else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+        if session.shouldfail or session.shouldstop:
+            break
+    write_report(grading.build_report(), Path(variant["report"]))
+    return 0
