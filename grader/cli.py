@@ -497,31 +497,34 @@ def _nbgrader(args, tasks, console) -> int:
 
 
 def _release(args, tasks, console) -> int:
-    delivery = _delivery("release", console)
-    if delivery is None:
-        return USAGE
-    try:
+    def build(delivery):
         with console.status("writing the release"):
-            made = delivery.build_release(args.out, tasks, lang=args.lang, classroom=args.classroom)
-    except delivery.ReleaseError as exc:
-        console.print(f"[red]{exc}[/]")
-        return USAGE
-    console.print(f"release written to {made.root}: {', '.join(t.name for t in made.tasks)}; "
-                  f"data: {', '.join(made.datasets) or 'none'}; {made.files} files, {_size(made.bytes)}")
-    return OK
+            return delivery.build_release(args.out, tasks, lang=args.lang, classroom=args.classroom)
+    return _deliver("release", "ReleaseError", build, console, lambda made: (
+        f"release written to {made.root}: {', '.join(t.name for t in made.tasks)}; "
+        f"data: {', '.join(made.datasets) or 'none'}; {made.files} files, {_size(made.bytes)}"))
 
 
 def _gradescope(args, tasks, console) -> int:
-    delivery = _delivery("gradescope", console)
+    def build(delivery):
+        return delivery.build_autograder(args.out, tasks, hidden_visibility=args.hidden_visibility, wheels=args.wheels)
+    return _deliver("gradescope", "AutograderError", build, console, lambda made: (
+        f"Gradescope autograder written to {made.path}: {', '.join(t.name for t in made.tasks)}; "
+        f"{made.files} files, {_size(made.bytes)}"))
+
+
+def _deliver(name: str, refusal: str, build, console, written) -> int:
+    """Build what `grader.delivery.<name>` makes; the module's `refusal` error (the course's files
+    do not fit) is said on the console, and what was written is described by `written(made)`."""
+    delivery = _delivery(name, console)
     if delivery is None:
         return USAGE
     try:
-        made = delivery.build_autograder(args.out, tasks, hidden_visibility=args.hidden_visibility, wheels=args.wheels)
-    except delivery.AutograderError as exc:
+        made = build(delivery)
+    except getattr(delivery, refusal) as exc:
         console.print(f"[red]{exc}[/]")
         return USAGE
-    console.print(f"Gradescope autograder written to {made.path}: {', '.join(t.name for t in made.tasks)}; "
-                  f"{made.files} files, {_size(made.bytes)}")
+    console.print(written(made))
     return OK
 
 
