@@ -141,14 +141,15 @@ def test_prairielearn_path_grades_at_the_uid_level_and_resists_a_patch(tmp_path,
     student.mkdir()
     (student / "attention.py").write_text(patches_the_grader(COURSE_ROOT), encoding="utf-8")
     before = digests(COURSE_ROOT / "grader")
-    results = box / "results.json"
+    results, gradescope = box / "results.json", box / "gradescope.json"
     done = harness.run_cli(["grade", student, "--tasks", "01", *PRAIRIELEARN_FORMS[form], "--prairielearn", results,
-                            "--json", box / "report.json"], harness.grading_env(tmp_path), cwd=box, timeout_s=900,
-                           level="uid")
+                            "--gradescope", gradescope, "--json", box / "report.json"], harness.grading_env(tmp_path),
+                           cwd=box, timeout_s=900, level="uid")
     graded = json.loads(results.read_text(encoding="utf-8"))
     assert json.loads((box / "report.json").read_text())["isolation"]["level"] == "uid", done.output[-2000:]
     assert graded["score"] == 0 and graded["gradable"] is True, graded
     assert graded["message"].endswith("isolation of your code during grading: uid"), graded["message"]
+    assert json.loads(gradescope.read_text(encoding="utf-8"))["score"] == 0
     assert digests(COURSE_ROOT / "grader") == before
 
 
