@@ -51,9 +51,16 @@ class Batch:
     peak_mb: dict = field(default_factory=dict)          # trusted process -> its peak memory
 
 
-# The default tier attacks the sandbox; the full tier (--full) every level (the uid level's own
-# mechanisms are attacked in the default tier by tests/security/test_no_namespaces.py).
+# The default tier attacks the sandbox with one attack per trust mechanism; the full tier (--full)
+# grades every attack at every level (the uid level's own mechanisms are attacked in the default
+# tier by tests/security/test_no_namespaces.py).
 DEFAULT_TIER_LEVELS = ("sandbox",)
+DEFAULT_TIER_ATTACKS = (
+    "import_os_exit", "kill_everything", "sigstop_self", "daemons",                  # processes and signals
+    "memory_bomb", "fork_bomb", "output_flood", "wire_flood", "scratch_fill",           # resources, trusted memory
+    "hostile_values", "hostile_exceptions", "network", "nested_namespaces",              # values, network, namespaces
+    "write_course", "write_outputs", "write_other_learners", "read_hidden", "read_solutions",   # files
+    "symlink_to_reference", "zip_slip", "forge_dispatcher", "leave_behind", "find_leftovers")   # intake, forgery, leftovers
 
 
 @pytest.fixture(scope="module", params=[pytest.param(level, marks=[] if level in DEFAULT_TIER_LEVELS else [pytest.mark.full])
@@ -77,9 +84,12 @@ def batch(request) -> Batch:
     context = attacks.Context(course=COURSE_ROOT, out_dir=out_dir, work=work, marker=marker, secret=secret,
                               port=listener.port, abstract_socket=marker, host_addresses=harness.host_addresses(),
                               bystanders={**honest, "honest_git_clone": clone})
-    made = {a.name: a.make(subs, context) for a in attacks.ATTACKS if level in a.levels}
+    every_attack = request.config.getoption("--full")
+    made = {a.name: a.make(subs, context) for a in attacks.ATTACKS
+            if level in a.levels and (every_attack or a.name in DEFAULT_TIER_ATTACKS)}
     paths = {**honest, "honest_git_clone": clone, **made}
-    order = [*FIRST, *EARLY, *(n for n in made if n not in EARLY + AFTER_ATTACKS), *AFTER_ATTACKS, *LAST]
+    order = [*FIRST, *(n for n in EARLY if n in made), *(n for n in made if n not in EARLY + AFTER_ATTACKS),
+             *(n for n in AFTER_ATTACKS if n in made), *LAST]
 
     course_before, devices_before = harness.course_fingerprint(), harness.device_fingerprint()
     bystanders_before = _bystander_files(subs)
@@ -144,7 +154,8 @@ def _graded(out_dir: Path, paths: dict, summary: dict, context) -> dict:
     return graded
 
 
-@pytest.mark.parametrize("attack", attacks.ATTACKS, ids=[attack.name for attack in attacks.ATTACKS])
+@pytest.mark.parametrize("attack", [pytest.param(a, marks=[] if a.name in DEFAULT_TIER_ATTACKS else [pytest.mark.full])
+                                    for a in attacks.ATTACKS], ids=[attack.name for attack in attacks.ATTACKS])
 def test_attack_gets_the_honest_outcome(batch, attack):
     if batch.level not in attack.levels:
         pytest.skip(f"{attack.name} is graded in the sandbox's batch only: {attack.why_sandbox_only}")
