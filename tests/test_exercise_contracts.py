@@ -9,7 +9,7 @@ import pytest
 
 from grader.readme import concepts_of, marked_rules, rules_of
 from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of
-from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, learner_modules
+from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, course_session_options, learner_modules
 from grader.worker.loading import load_module
 
 TASKS = all_tasks()
@@ -31,6 +31,15 @@ def test_every_exercise_folder_is_a_task():
     folders = [d for d in EXERCISES.iterdir() if d.is_dir() and d.name[:2].isdigit()]
     assert folders and len(folders) == len(TASKS), \
         {d.name: learner_modules(d) for d in folders if d.name not in {t.name for t in TASKS}}
+
+
+def test_the_suites_keep_no_conftest_that_a_grading_would_leave_out():
+    """A course session runs with --noconftest (`grader.tasks.course_session_options`), so that the
+    project's own tests/conftest.py, above the hidden suites, never runs in a grading: a suite's
+    own conftest.py would be left out as silently."""
+    assert "--noconftest" in course_session_options()
+    found = [str(p) for root in (EXERCISES, HIDDEN) for p in root.rglob("conftest.py")]
+    assert not found, f"the suites' helpers belong in their probes or modules, not in a conftest: {found}"
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)

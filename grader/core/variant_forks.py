@@ -10,8 +10,9 @@ inherits another's results, modules or caches: no process reached by one tree's 
 another.
 
 The plan is JSON: {"slots": N, "trees": [{"impl": DIR, "report": PATH, "basetemp": DIR,
-"stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the watchdog: a child past its limit
-is killed, and a child that ends without a report gets one from the parent saying how it ended.
+"stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the watchdog: a
+child past its limit is killed, and a child that ends without a report gets one from the parent
+saying how it ended.
 """
 from __future__ import annotations
 
@@ -81,8 +82,11 @@ class _Child:
             os.kill(self.pid, signal.SIGKILL)
         _, status = os.waitpid(self.pid, 0)
         os.close(self.pidfd)
-        ending = f"ran past its time limit ({self.variant['limit_s']:.0f} s)" if overdue else \
-            f"process was killed by signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status) else None
+        ending = None
+        if overdue:
+            ending = f"ran past its time limit ({self.variant['limit_s']:.0f} s)"
+        elif os.WIFSIGNALED(status):
+            ending = f"process was killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
         report = Path(self.variant["report"])
         if ending or not report.exists():
             write_report(ScoreReport.failed(f"the grading {ending or 'ended without a score report'}",
