@@ -57,7 +57,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """The fast tier first (its time said when it ends), the end-to-end tests after it; tests
     marked full are skipped unless --full, tests marked slow unless --run-slow."""
-    for item in items:      # (a grading's session also loads this file: its tests lie outside tests/)
+    for item in items:
         path = Path(item.path).resolve()
         if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)

@@ -122,29 +122,24 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
     in a fork of that session, `jobs` at a time (`grader.core.variant_forks`)."""
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch:
         subjects = {task.name: _subjects(task, Path(scratch)) for task in tasks}
-        groups, entries_of_group = [], []
-        for seed in seeds:
-            for task in tasks:
-                # The gradings that run a whole suite first, the mutants (which stop at their
-                # concept's first failure) after: the task's session then ends on short gradings.
-                ordered = sorted(subjects[task.name], key=lambda subject: subject[0].kind == "mutant")
-                groups.append(runner.ForkedGradings(task, [(tree, _stop_at(entry)) for entry, tree in ordered],
-                                                    seed, backend))
-                entries_of_group.append((seed, [replace(entry) for entry, _ in ordered]))
+        orders = {name: _grading_order(found) for name, found in subjects.items()}
+        plans = [(task, seed) for seed in seeds for task in tasks]
+        groups = [runner.ForkedGradings(task, [(subjects[task.name][i][1], _stop_at(subjects[task.name][i][0]))
+                                               for i in orders[task.name]], seed, backend) for task, seed in plans]
         reports = runner.run_forked(groups, jobs)
-    entries: dict[tuple[str, int], list[AuditEntry]] = {(t.name, s): [] for t in tasks for s in seeds}
-    for (seed, group_entries), group_reports in zip(entries_of_group, reports):
-        for entry, report in zip(group_entries, group_reports):
-            _score(entry, report)
-            entries[(entry.task, seed)].append(entry)
-    return [[TaskAudit(task.name, _in_declared_order(entries[(task.name, seed)], subjects[task.name]),
-                       rules_of(task)) for seed in seeds] for task in tasks]
+    audits: dict[tuple[str, int], TaskAudit] = {}
+    for (task, seed), group_reports in zip(plans, reports):
+        entries = [replace(entry) for entry, _ in subjects[task.name]]      # in the order they are declared
+        for index, report in zip(orders[task.name], group_reports):
+            _score(entries[index], report)
+        audits[(task.name, seed)] = TaskAudit(task.name, entries, rules_of(task))
+    return [[audits[(task.name, seed)] for seed in seeds] for task in tasks]
 
 
-def _in_declared_order(entries: list[AuditEntry], subjects) -> list[AuditEntry]:
-    """The reference, the stub, then the variants as their file declares them."""
-    rank = {entry.name: index for index, (entry, _) in enumerate(subjects)}
-    return sorted(entries, key=lambda entry: rank[entry.name])
+def _grading_order(subjects: list[tuple[AuditEntry, Path]]) -> list[int]:
+    """The gradings that run a whole suite first, the mutants (which stop at their concept's first
+    failure) after: a task's session then ends on short gradings, with no fork slot idle long."""
+    return sorted(range(len(subjects)), key=lambda i: subjects[i][0].kind == "mutant")
 
 
 def _stop_at(entry: AuditEntry) -> str | None:
