@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
 
 AUDIT_LIMIT_S = 3 * 3600
 
@@ -48,18 +48,18 @@ def main() -> None:
         parser.error("--rounds must be at least 1")
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as scratch:
         baseline = Path(scratch) / "baseline"
-        subprocess.run(["git", "-C", str(COURSE_ROOT), "worktree", "add", "--detach", "-q", str(baseline), args.baseline],
+        subprocess.run(["git", "-C", str(COURSE.root), "worktree", "add", "--detach", "-q", str(baseline), args.baseline],
                        check=True)
         try:
             times: dict[str, list[float]] = {"baseline": [], "current": []}
             for round_ in range(args.rounds):
-                for name, root in (("baseline", baseline), ("current", COURSE_ROOT)):
+                for name, root in (("baseline", baseline), ("current", COURSE.root)):
                     seconds, code = timed_audit(root, args.tasks, args.jobs, Path(scratch) / f"{name}-{round_}.json")
                     times[name].append(seconds)
                     print(f"round {round_ + 1} {name:8}: {seconds:7.1f} s (exit {code})", flush=True)
             before, after = verdicts(Path(scratch) / "baseline-0.json"), verdicts(Path(scratch) / "current-0.json")
         finally:
-            subprocess.run(["git", "-C", str(COURSE_ROOT), "worktree", "remove", "--force", str(baseline)], check=False)
+            subprocess.run(["git", "-C", str(COURSE.root), "worktree", "remove", "--force", str(baseline)], check=False)
     ratios = [b / c for b, c in zip(times["baseline"], times["current"])]
     print(f"tasks: {' '.join(args.tasks) or 'all'}, --jobs {args.jobs}, {args.rounds} round(s)")
     print(f"baseline {args.baseline}: median {statistics.median(times['baseline']):.1f} s")

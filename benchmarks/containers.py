@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.cgroups import CPU_PERIOD_US, own_dir, read_text
-from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, task_named
+from grader.course import COURSE
 
 CONTROLLERS = ("memory", "cpu", "pids")
 BOX_PROCESSES = 4096
@@ -60,7 +60,7 @@ def unavailable() -> str | None:
     return None
 
 
-def run_in_box(argv: list[str], memory_mb: int, cpus: float, cwd: Path = COURSE_ROOT, env=None,
+def run_in_box(argv: list[str], memory_mb: int, cpus: float, cwd: Path = COURSE.root, env=None,
                timeout_s: float = 3600) -> BoxRun:
     """Run `argv` in a fresh box of `memory_mb` and `cpus`, and measure it."""
     name = f"grader-box-{os.getpid()}-{secrets.token_hex(3)}"
@@ -134,7 +134,7 @@ def _remove_tree(folder: Path) -> None:
 
 # ---------------------------------------------------------------- what runs in the box
 
-def grade_command(tasks: list[str], report: Path, impl: Path = SOLUTIONS) -> list[str]:
+def grade_command(tasks: list[str], report: Path, impl: Path = COURSE.solutions) -> list[str]:
     return [sys.executable, "-m", "grader.cli", "grade", str(impl), "--json", str(report),
             *(["--tasks", *tasks] if tasks else [])]
 
@@ -154,14 +154,14 @@ def gradescope_tree(root: Path, tasks: list[str]) -> Path:
     """A rehearsal of Gradescope's /autograder tree: the zip unpacked, the reference uploaded flat."""
     zip_path = root / "autograder.zip"
     subprocess.run([sys.executable, "-m", "grader.cli", "gradescope", str(zip_path),
-                    *(["--tasks", *tasks] if tasks else [])], check=True, capture_output=True, cwd=COURSE_ROOT)
+                    *(["--tasks", *tasks] if tasks else [])], check=True, capture_output=True, cwd=COURSE.root)
     with zipfile.ZipFile(zip_path) as archive:
         archive.extractall(root / "source")
     os.chmod(root / "source" / "run_autograder", 0o755)
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
     (root / "submission").mkdir()
-    for task in tasks and [task_named(t) for t in tasks] or all_tasks():
-        shutil.copy(SOLUTIONS / task.name / f"{task.module}.py", root / "submission")
+    for task in tasks and [COURSE.task_named(t) for t in tasks] or COURSE.tasks():
+        shutil.copy(task.reference_module, root / "submission")
     return root
 
 
@@ -203,7 +203,7 @@ def main() -> int:
     print(f"{what}, in a fresh cgroup box with its own cgroup namespace:")
     run, result = measure([], 1024, 1.0, args.gradescope)
     print_row("all tasks", 1024, 1.0, run, result)
-    for task in all_tasks():
+    for task in COURSE.tasks():
         run, result = measure([task.name[:2]], 768, 0.5, args.gradescope)
         print_row(task.name, 768, 0.5, run, result)
     return 0

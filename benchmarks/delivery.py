@@ -18,9 +18,9 @@ import time
 import zipfile
 from pathlib import Path
 
+from grader.course import COURSE
 from grader.delivery.gradescope import build_autograder
 from grader.delivery.release import build_release
-from grader.tasks import SOLUTIONS, all_tasks, task_named
 
 
 def megabytes(n_bytes: int) -> str:
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=[])
     parser.add_argument("--screenshot", type=Path, help="shoot the reference's HTML report here (needs Chromium)")
     args = parser.parse_args()
-    tasks = [task_named(t) for t in args.tasks] or list(all_tasks())
+    tasks = [COURSE.task_named(t) for t in args.tasks] or list(COURSE.tasks())
     with tempfile.TemporaryDirectory(prefix="delivery-") as scratch:
         scratch = Path(scratch)
         start = time.perf_counter()
@@ -49,7 +49,7 @@ def main() -> None:
         shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
         (root / "submission").mkdir()
         for task in tasks:
-            shutil.copy2(SOLUTIONS / task.name / f"{task.module}.py", root / "submission")
+            shutil.copy2(task.reference_module, root / "submission")
         env = {**os.environ, "AUTOGRADER_ROOT": str(root), "GRADER_PYTHON": sys.executable}
         start = time.perf_counter()
         subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=env, capture_output=True, check=True)

@@ -23,9 +23,9 @@ from pathlib import Path
 from grader.core import sandbox
 from grader.core.submission import BACKENDS, BackendContext
 from grader.core.worker_process import WorkerSpec
+from grader.course import COURSE, locate_module
 from grader.running import runner
 from grader.running.threads import ONE_THREAD_ENV
-from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, locate_module, task_named
 
 
 def wall(fn):
@@ -34,12 +34,12 @@ def wall(fn):
     return time.perf_counter() - start, result
 
 
-def pytest_command(*paths, impl=SOLUTIONS) -> list[str]:
+def pytest_command(*paths, impl=COURSE.solutions) -> list[str]:
     return [sys.executable, "-m", "pytest", *map(str, paths), "--impl", str(impl), "-q", "-p", "no:cacheprovider"]
 
 
-def plain_pytest(*paths, impl=SOLUTIONS):
-    return subprocess.run(pytest_command(*paths, impl=impl), cwd=COURSE_ROOT, capture_output=True, text=True)
+def plain_pytest(*paths, impl=COURSE.solutions):
+    return subprocess.run(pytest_command(*paths, impl=impl), cwd=COURSE.root, capture_output=True, text=True)
 
 
 def worker_start_seconds(task, sandboxed, restarts=5):
@@ -48,7 +48,8 @@ def worker_start_seconds(task, sandboxed, restarts=5):
     with tempfile.TemporaryDirectory() as tmp:
         spec = WorkerSpec(level="sandbox" if sandboxed else "none", writable_dirs=(Path(tmp),),
                           probe_files=tuple(task.probe_files()))
-        backend = BACKENDS["worker"](locate_module(SOLUTIONS, task), BackendContext(SOLUTIONS, Path(tmp) / "log", spec))
+        context = BackendContext(COURSE.solutions, Path(tmp) / "log", spec)
+        backend = BACKENDS["worker"](locate_module(COURSE.solutions, task), context)
         backend.start(time.monotonic() + 120)
         for _ in range(restarts):
             backend.discard_worker()
@@ -73,7 +74,7 @@ def main():
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be 1 or more")
-    tasks = [task_named(t) for t in args.tasks] or list(all_tasks())
+    tasks = [COURSE.task_named(t) for t in args.tasks] or list(COURSE.tasks())
 
     available, why = sandbox.availability()
     isolation, isolation_name = ("required", "sandboxed worker") if available else ("none", "worker, no sandbox")
@@ -92,9 +93,9 @@ def single_figures(tasks, isolation, isolation_name, available):
         row(f"{task.name}: visible suite, plain pytest", seconds, "(budget 10 s)")
         plain, _ = wall(lambda task=task: plain_pytest(*task.suite_paths(hidden=True)))
         row(f"{task.name}: visible + hidden, plain pytest in-process", plain)
-        graded, _ = wall(lambda task=task: runner.run(runner.GradingRun(SOLUTIONS, [task], isolation=isolation)))
+        graded, _ = wall(lambda task=task: runner.run(runner.GradingRun(COURSE.solutions, [task], isolation=isolation)))
         row(f"{task.name}: visible + hidden, graded ({isolation_name})", graded, f"(x{graded / plain:.2f} of plain pytest)")
-        inproc, _ = wall(lambda task=task: runner.run(runner.GradingRun(SOLUTIONS, [task], backend="inprocess")))
+        inproc, _ = wall(lambda task=task: runner.run(runner.GradingRun(COURSE.solutions, [task], backend="inprocess")))
         row(f"{task.name}: visible + hidden, graded in-process", inproc,
             f"(isolated / in-process = {graded / inproc:.2f})")
         first, restart = worker_start_seconds(task, sandboxed=isolation == "required")
@@ -102,13 +103,13 @@ def single_figures(tasks, isolation, isolation_name, available):
         row(f"{task.name}: worker restart (median of 5, {isolation_name})", restart, "(budget 1.0 s)")
 
     print("All tasks:")
-    seconds, report = wall(lambda: runner.run(runner.GradingRun(SOLUTIONS, tasks, isolation=isolation)))
+    seconds, report = wall(lambda: runner.run(runner.GradingRun(COURSE.solutions, tasks, isolation=isolation)))
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     row(f"full hidden grading, {len(tasks)} tasks, {report.total.percent:.0f}% ({isolation_name})", seconds,
         "(budget 90 s)")
     print(f"  {'peak RSS of one grading process':<58} {peak_mb:8.0f} MB  (budget 4096 MB)")
     if available:
-        bare, _ = wall(lambda: runner.run(runner.GradingRun(SOLUTIONS, tasks, isolation="none")))
+        bare, _ = wall(lambda: runner.run(runner.GradingRun(COURSE.solutions, tasks, isolation="none")))
         row(f"full hidden grading, {len(tasks)} tasks (worker, no sandbox)", bare,
             f"(sandboxed / unsandboxed = {seconds / bare:.2f}, budget 1.3)")
 
@@ -119,7 +120,7 @@ def batch_section(tasks, isolation, submissions, slurm, rounds=1):
     speed can drift by tens of percent within minutes, so a ratio is only as good as its pair."""
     print(f"Batch of {submissions} copies of the reference:")
     with tempfile.TemporaryDirectory() as tmp:
-        copies = [shutil.copytree(SOLUTIONS, Path(tmp) / f"s{i}") for i in range(submissions)]
+        copies = [shutil.copytree(COURSE.solutions, Path(tmp) / f"s{i}") for i in range(submissions)]
         jobs = [runner.GradingRun(Path(c), tasks, isolation=isolation) for c in copies]
         ratios = []
         for round_ in range(1, rounds + 1):
@@ -183,7 +184,7 @@ def same_work_without_the_grader(tasks, graded_ratio: float) -> None:
 
 
 def one_thread_pytest(paths) -> subprocess.Popen:
-    return subprocess.Popen(pytest_command(*paths), cwd=COURSE_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    return subprocess.Popen(pytest_command(*paths), cwd=COURSE.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**ONE_THREAD_ENV, **os.environ})     # as the pool runs its gradings
 
 

@@ -22,10 +22,10 @@ import threading
 import time
 from pathlib import Path
 
+from grader.course import COURSE
 from grader.delivery.nbgrader import submission_notebook, write_course
 from grader.delivery.notebook import read_notebook
 from grader.running.variants import REFERENCE, reference_source, variants_of
-from grader.tasks import COURSE_ROOT, all_tasks, task_named
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 # nbgrader runs `alembic` and the kernel's `python` from the environment it is installed in.
@@ -84,7 +84,7 @@ def main():
     parser.add_argument("--submissions", type=int, default=2, help="submissions per exercise (default 2)")
     parser.add_argument("--tasks", nargs="*", default=[])
     args = parser.parse_args()
-    tasks = [task_named(t) for t in args.tasks] or list(all_tasks())
+    tasks = [COURSE.task_named(t) for t in args.tasks] or list(COURSE.tasks())
     python = sys.executable
 
     with tempfile.TemporaryDirectory(prefix="nbgrader-benchmark-") as scratch:
@@ -117,7 +117,7 @@ def main():
         students = sorted(p for p in trees.iterdir())
         grade = measured([python, "-m", "grader.cli", "grade", *map(str, students), "--tasks",
                           *[t.name for t in tasks], "--jobs", "2", "--out-dir", str(Path(scratch) / "grading")],
-                         COURSE_ROOT)
+                         COURSE.root)
         row("all exercises", grade)
 
         notebooks = args.submissions * len(tasks)

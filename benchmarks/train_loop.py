@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from grader.tasks import COURSE_ROOT, SOLUTIONS, locate_module, task_named
+from grader.course import COURSE, locate_module
 from grader.worker.loading import load_module
 
-DATASETS = COURSE_ROOT / "datasets"
+DATASETS = COURSE.root / "datasets"
 
 
 def model_dir(folder: Path, hidden: int | None, layers: int | None) -> str:
@@ -43,7 +43,7 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--peak-tflops", type=float, help="the device's dense peak, for MFU")
     args = parser.parse_args()
-    train_loop = load_module(locate_module(SOLUTIONS, task_named("02")))
+    train_loop = load_module(locate_module(COURSE.solutions, COURSE.task_named("02")))
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

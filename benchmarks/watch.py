@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader.tasks import COURSE_ROOT, EXERCISES, SOLUTIONS, all_tasks, task_named
+from grader.course import COURSE
 
 STARTUP_LIMIT_S = 300
 CHECK_LIMIT_S = 120
@@ -37,7 +37,7 @@ class WatchProcess:
 
     def __init__(self, task, impl: Path):
         grader = Path(sys.executable).with_name("grader")
-        self.process = subprocess.Popen([str(grader), "watch", task.name[:2], "--impl", str(impl)], cwd=COURSE_ROOT,
+        self.process = subprocess.Popen([str(grader), "watch", task.name[:2], "--impl", str(impl)], cwd=COURSE.root,
                                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.screens: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -60,8 +60,8 @@ class WatchProcess:
 def time_saves(task, saves: int, read_s: float) -> tuple[float, list[float], list[float]]:
     """(seconds to the first screen, write-to-screen seconds of each save of the reference, the
     check's own seconds as the screen gives them)."""
-    stub = (EXERCISES / task.name / f"{task.module}.py").read_text(encoding="utf-8")
-    reference = (SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+    stub = (COURSE.exercises / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+    reference = task.reference_module.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="watch-bench-") as tmp:
         module = Path(tmp) / task.name / f"{task.module}.py"
         module.parent.mkdir()
@@ -90,10 +90,10 @@ def time_saves(task, saves: int, read_s: float) -> tuple[float, list[float], lis
 
 def cold_pytest(task) -> float:
     with tempfile.TemporaryDirectory(prefix="watch-bench-") as tmp:
-        shutil.copytree(SOLUTIONS / task.name, Path(tmp) / task.name)
+        shutil.copytree(COURSE.solutions / task.name, Path(tmp) / task.name)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pytest", str(task.exercise_dir), "--impl", tmp, "-q",
-                        "-p", "no:cacheprovider"], cwd=COURSE_ROOT, env=ENV, capture_output=True, check=False)
+                        "-p", "no:cacheprovider"], cwd=COURSE.root, env=ENV, capture_output=True, check=False)
         return time.perf_counter() - start
 
 
@@ -106,7 +106,7 @@ def main():
     args = parser.parse_args()
     print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12}")
     print(f"{'':<22} {'':>13} {'median (min-max)':>24} {'median':>12} {'':>12}")
-    for task in [task_named(t) for t in args.tasks] or list(all_tasks()):
+    for task in [COURSE.task_named(t) for t in args.tasks] or list(COURSE.tasks()):
         first, to_screen, in_check = time_saves(task, args.saves, args.read)
         cold = cold_pytest(task)
         spread = f"{statistics.median(to_screen):.2f} s ({min(to_screen):.2f}-{max(to_screen):.2f})"

@@ -657,10 +657,10 @@ def record_cpu_train_step() -> tuple[dict, list[dict]]:
     exercise's reference `profile_steps`, so the fixture is exactly what a learner's recording is."""
     from torch.profiler import record_function
 
-    from grader.tasks import SOLUTIONS, locate_module, task_named
+    from grader.course import COURSE, locate_module
     from grader.worker.loading import load_module
 
-    profiling = load_module(locate_module(SOLUTIONS, task_named("05")))
+    profiling = load_module(locate_module(COURSE.solutions, COURSE.task_named("05")))
     torch.manual_seed(0)
     vocab, width, heads, seq, batch = 4096, 256, 4, 128, 5
     layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True, norm_first=True)

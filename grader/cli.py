@@ -18,11 +18,12 @@ from rich.markup import escape
 
 from grader import logs
 from grader.core import isolation, sandbox, uid_jail
+from grader.course import COURSE, locate_module
+from grader.reports.formats import FORMATS
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from grader.reports.render import batch_table, print_report
-from grader.reports.report import ScoreReport, unwritten_reason, write_report, write_text_atomically
 from grader.running import batch, runner
-from grader.tasks import EXERCISES, HIDDEN, all_tasks, locate_module, task_named
+from grader.schema.report import ScoreReport, unwritten_reason, write_text_atomically
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
 NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here"
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     sandbox.trust_this_process()
     try:
         names = getattr(args, "tasks", None)
-        tasks = [task_named(name) for name in names] if names else list(all_tasks())
+        tasks = [COURSE.task_named(name) for name in names] if names else list(COURSE.tasks())
     except KeyError as exc:
         console.print(f"[red]{exc.args[0]}[/]")
         return USAGE
@@ -54,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="run the visible tests on your exercises/ (or --impl DIR)")
     check.add_argument("tasks", nargs="*", metavar="TASK", help="task names or numbers (default: all)")
-    check.add_argument("--impl", type=Path, default=EXERCISES, help="tree to check (default: exercises/)")
+    check.add_argument("--impl", type=Path, default=COURSE.exercises, help="tree to check (default: exercises/)")
     check.add_argument("--format", choices=("text", "github"), default="text",
                        help="github: also annotations on your lines, the job summary and step outputs "
                             "(GitHub Actions)")
@@ -67,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
 
     watch = commands.add_parser("watch", help="check a task again at every save of your module (a warm loop)")
     watch.add_argument("task", nargs="?", metavar="TASK", help="task name or number (default: the first not complete)")
-    watch.add_argument("--impl", type=Path, default=EXERCISES, help="tree to watch (default: exercises/)")
+    watch.add_argument("--impl", type=Path, default=COURSE.exercises, help="tree to watch (default: exercises/)")
     watch.add_argument("--lang", choices=("en", "zh-CN"), help="language of the hints (default: from the locale)")
     watch.set_defaults(command=_watch)
 
@@ -103,12 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
                        help=f"wall-time limit of one submission's grading (default {runner.RUN_LIMIT_S:g})")
     _batch_options(grade)
-    _report_outputs(grade, one_submission=True)
-    grade.add_argument("--gradescope", type=Path, metavar="OUT", help="Gradescope's results.json (one submission)")
-    grade.add_argument("--gradescope-hidden-visibility", choices=VISIBILITIES, default=DEFAULT_HIDDEN_VISIBILITY,
-                       help="when learners see the hidden suites' results on Gradescope (default after_published)")
-    grade.add_argument("--prairielearn", type=Path, metavar="OUT",
-                       help="PrairieLearn's external-grader results.json (one submission)")
+    _report_outputs(grade, one_submission=True, platforms=True)
     grade.set_defaults(command=_grade)
 
     audit = commands.add_parser("audit", help="grade the reference, stub, mutants and alternatives")
@@ -205,7 +201,7 @@ def _batch_options(grade) -> None:
                        help="job scripts and logs, on the shared file system (default: OUT_DIR/.slurm)")
 
 
-def _executor(args, out_dir: Path | None):
+def _executor(args, out_dir: Path | None, isolation_wanted: str):
     from grader.running.executors import LocalExecutor
     if args.executor == "local":
         return LocalExecutor(args.jobs)
@@ -214,14 +210,18 @@ def _executor(args, out_dir: Path | None):
     return SlurmExecutor(SlurmOptions(
         folder=(args.slurm_folder or out_dir / ".slurm").absolute(), partition=args.partition,
         time_min=args.time_limit, mem_gb=args.mem_gb, cpus_per_task=args.cpus_per_task,
-        gpus_per_task=args.gpus_per_task, max_running=args.max_tasks, per_task=args.per_task, jobs=args.jobs))
+        gpus_per_task=args.gpus_per_task, max_running=args.max_tasks, per_task=args.per_task, jobs=args.jobs,
+        isolation=isolation_wanted))
 
 
-def _report_outputs(command, one_submission: bool = False) -> None:
+def _report_outputs(command, one_submission: bool = False, platforms: bool = False) -> None:
+    """An option per output format (`grader.reports.formats`); the platforms' with `platforms`."""
     scope = " (one submission)" if one_submission else ""
-    command.add_argument("--json", type=Path, metavar="OUT", help=f"also write the score report here{scope}")
-    command.add_argument("--html", type=Path, metavar="OUT", help=f"a self-contained HTML report{scope}")
-    command.add_argument("--junit-xml", type=Path, metavar="OUT", help=f"JUnit XML{scope}")
+    for output in FORMATS:
+        if platforms or not output.platform:
+            command.add_argument(output.flag, type=Path, metavar="OUT", help=f"{output.help}{scope}")
+            if output.add_options:
+                output.add_options(command)
 
 
 def _check(args, tasks, console) -> int:
@@ -232,7 +232,7 @@ def _check(args, tasks, console) -> int:
         report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0, extra_args=extra), stream=True)
         print_report(report, console, first_hint_only=True)
         _write_outputs(report, args)
-        if args.impl.resolve() == EXERCISES.resolve():        # the learner's own checkout: remembered
+        if args.impl.resolve() == COURSE.exercises.resolve():        # the learner's own checkout: remembered
             from grader.learning.loop import record_and_offer_hints
             record_and_offer_hints(report, "check", console)
     if args.format == "github":
@@ -247,7 +247,7 @@ def _check(args, tasks, console) -> int:
 def _watch(args, tasks, console) -> int:
     from grader.learning import hints, progress, watch
     try:
-        task = task_named(args.task) if args.task else watch.default_task(progress.load())
+        task = COURSE.task_named(args.task) if args.task else watch.default_task(progress.load())
     except KeyError as exc:
         console.print(f"[red]{escape(exc.args[0])}[/]")
         return USAGE
@@ -274,9 +274,9 @@ def _grade(args, tasks, console) -> int:
     if missing:
         console.print(f"[red]not a folder or a zip file: {escape(', '.join(map(str, missing)))}[/]")
         return USAGE
-    single = [flag for flag in ("json", "html", "junit_xml", "gradescope", "prairielearn") if getattr(args, flag)]
+    single = [output.flag for output in FORMATS if getattr(args, output.option)]
     if len(args.paths) > 1 and single:
-        console.print(f"[red]--{single[0].replace('_', '-')} takes one submission; with several, use --out-dir[/]")
+        console.print(f"[red]{single[0]} takes one submission; with several, use --out-dir[/]")
         return USAGE
     if args.resume and not args.out_dir:
         console.print("[red]--resume needs the --out-dir of the batch to finish[/]")
@@ -300,15 +300,16 @@ def _grade(args, tasks, console) -> int:
             console.print("[red]--executor slurm needs submitit (pip install -e '.[cluster]') and Slurm's sbatch "
                           "on the PATH[/]")
             return USAGE
-    wanted = _isolation_wanted(args)
+    wanted, limits = _isolation_wanted(args), sandbox.Limits.from_env()
     try:
-        level, reason = isolation.choose(wanted)
+        where = isolation.resolve(wanted, "worker", limits)
     except isolation.IsolationUnavailable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
             _write_outputs(ScoreReport.failed(f"{NOT_GRADED_SAFELY}: {exc}", {"path": str(args.paths[0])}), args)
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
+    level, reason = where["level"], where["reason"]
     if level == "none":
         console.print(f"[yellow]warning: learner code runs unprotected here, with this user's rights "
                       f"({escape(reason)}): grade trusted code only, or use --isolation required[/]")
@@ -316,11 +317,11 @@ def _grade(args, tasks, console) -> int:
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)
         uid_jail.seal(*([out_dir] if out_dir else []), *args.paths)
-    template = runner.GradingRun(Path("."), tasks, seed=args.seed, isolation=wanted)
+    template = runner.GradingRun(Path("."), tasks, isolation=where, limits=limits, seed=args.seed)
     from grader.running.progress import BatchProgress
     with BatchProgress(console=console) as progress:
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
-                              limit_s=args.submission_timeout, shard=shard, executor=_executor(args, out_dir),
+                              limit_s=args.submission_timeout, shard=shard, executor=_executor(args, out_dir, wanted),
                               on_plan=progress.planned, on_done=lambda entry: progress.finished(entry.report),
                               on_poll=progress.queue)
     reports = [entry.graded for entry in entries]
@@ -347,38 +348,19 @@ def _isolation_wanted(args) -> str:
     `auto`."""
     if args.isolation:
         return args.isolation
-    return "required" if args.gradescope or args.prairielearn else "auto"
+    return "required" if any(getattr(args, output.option) for output in FORMATS if output.platform) else "auto"
 
 
 def _write_outputs(report: ScoreReport, args) -> list[str]:
     """Every format asked for, each rendered from the one score report. A format that cannot be
     rendered or written costs that file alone, never the others: the reason goes to stderr, and
     the list of them is returned."""
-    def html(path):
-        from grader.reports.html import report_html
-        write_text_atomically(path, report_html(report))
-
-    def junit(path):
-        from grader.reports.junit import junit_xml
-        write_text_atomically(path, junit_xml(report))
-
-    def gradescope(path):
-        from grader.reports.gradescope import gradescope_results
-        results = gradescope_results(report, args.gradescope_hidden_visibility)
-        write_text_atomically(path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-
-    def prairielearn(path):
-        from grader.reports.prairielearn import prairielearn_results
-        write_text_atomically(path, json.dumps(prairielearn_results(report), indent=2) + "\n")
-
-    outputs = [("gradescope", "Gradescope results", gradescope), ("prairielearn", "PrairieLearn results", prairielearn),
-               ("json", "score report", lambda path: write_report(report, path)), ("html", "HTML report", html),
-               ("junit_xml", "JUnit XML", junit)]
     unwritten = []
-    for flag, what, write in outputs:
-        path = getattr(args, flag, None)
+    for output in sorted(FORMATS, key=lambda output: not output.platform):      # a platform's file first
+        path = getattr(args, output.option, None)
         if path:
-            unwritten += _attempt(what, path, write)
+            unwritten += _attempt(output.what, path,
+                                  lambda path, output=output: write_text_atomically(path, output.render(report, args)))
     return unwritten
 
 
@@ -417,7 +399,7 @@ def _say_unwritten(why: str) -> None:
 
 
 def _audit(args, tasks, console) -> int:
-    if not HIDDEN.is_dir():
+    if not COURSE.hidden.is_dir():
         console.print("[red]this copy of the course has no hidden suites to audit (a student release?)[/]")
         return USAGE
     from grader.reports.render import audit_table, sweep_table

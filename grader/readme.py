@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.tasks import Task
+from grader.course import Task
 
 RULE_MARKER = re.compile(r"<!--\s*rule:\s*([a-z0-9_.\-]+)\s*-->")
 # Where a rule's sentence cannot have started earlier: a blank line, a heading, a bullet, a table

@@ -3,12 +3,12 @@ feedback naming its concept, every alternative correct solution 100%, every READ
 broken by a killed mutant."""
 import pytest
 
+from grader.course import COURSE
 from grader.running import runner
 from grader.running.audit import audit
 from grader.running.variants import materialize, variants_of
-from grader.tasks import EXERCISES, SOLUTIONS, all_tasks, task_named
 
-TASKS = all_tasks()
+TASKS = COURSE.tasks()
 # The suites the default tier audits (the quickest to audit); the full tier (--full) audits all.
 DEFAULT_TIER_TASKS = ("01", "05", "06")
 
@@ -40,11 +40,11 @@ def test_one_collected_session_grades_each_tree_in_a_fork_of_its_own(tmp_path):
     a time. The reference gets full marks and the stub 0 beside them; a tree that kills its own
     process and one that hangs past its limit each get a report saying how it ended; a mutant's
     grading stops at its concept's first failure."""
-    task = task_named("01")
+    task = COURSE.task_named("01")
     killer = _tree(tmp_path / "killer", task, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     hang = _tree(tmp_path / "hang", task, "import time\ntime.sleep(600)\n")
     mutant = next(v for v in variants_of(task) if v.kind == "mutant")
-    trees = [(SOLUTIONS, None), (EXERCISES, None), (killer, None), (hang, None),
+    trees = [(COURSE.solutions, None), (COURSE.exercises, None), (killer, None), (hang, None),
              (materialize(task, mutant, tmp_path / "mutants"), mutant.concept)]
     reference, stub, killed, hung, stopped = runner.run_forked([runner.ForkedGradings(task, trees, seed=0, limit_s=15)],
                                                                workers=2)[0]

@@ -25,6 +25,7 @@ from grader.core.submission import (
     WorkerCrashed,
 )
 from grader.core.worker_process import WorkerSpec
+from grader.course import Course
 from grader.worker.loading import StudentImportError, load_module
 
 KINDS = ["inprocess", "worker", "sandbox"]
@@ -541,7 +542,6 @@ def test_a_course_kept_in_tmp_is_read_only_in_the_sandbox(tmp_path_factory, monk
     probe_file = course / "tests" / "hidden" / "probes.py"
     probe_file.parent.mkdir(parents=True)
     probe_file.write_text("def observe(module):\n    return 1\n")
-    monkeypatch.setattr(sandbox, "COURSE_ROOT", course)
     path = write_module(scratch, textwrap.dedent(f"""
         def plant(name):
             try:
@@ -555,7 +555,7 @@ def test_a_course_kept_in_tmp_is_read_only_in_the_sandbox(tmp_path_factory, monk
                 f.write("ok")
             return "written"
     """))
-    spec = WorkerSpec(level="sandbox", writable_dirs=(scratch,), probe_files=(probe_file,))
+    spec = WorkerSpec(level="sandbox", course=Course(course), writable_dirs=(scratch,), probe_files=(probe_file,))
     backend = BACKENDS["worker"](path, BackendContext(scratch, scratch / "log", spec))
     try:
         assert "Read-only file system" in call(backend, "plant", "__init__.py")

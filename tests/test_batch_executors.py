@@ -7,11 +7,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.reports.report import REPORT_NAME, ScoreReport, write_report
 from grader.running import batch, runner
 from grader.running.executors import NOT_FINISHED, Unit
 from grader.running.progress import PLAIN_EVERY_S, BatchProgress, Counts, line
 from grader.running.shards import Shard
+from grader.schema.report import REPORT_NAME, ScoreReport, write_report
 
 
 @dataclass

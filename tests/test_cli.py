@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
 
 
-def grader(*args, cwd=COURSE_ROOT):
+def grader(*args, cwd=COURSE.root):
     return subprocess.run([sys.executable, "-m", "grader.cli", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=600)
 
@@ -27,7 +27,7 @@ def test_check_passes_on_the_reference_and_fails_on_the_stub():
 @pytest.mark.e2e
 def test_batch_grading_writes_a_gradebook(tmp_path):
     out = tmp_path / "grading"          # given relative to where the instructor stands
-    result = grader("grade", COURSE_ROOT / "solutions", COURSE_ROOT / "exercises", "--tasks", "01", "--jobs", "2",
+    result = grader("grade", COURSE.root / "solutions", COURSE.root / "exercises", "--tasks", "01", "--jobs", "2",
                     "--out-dir", "grading", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     with open(out / "summary.csv") as f:
@@ -49,7 +49,7 @@ def test_learner_failures_show_the_learners_line_and_full_trace_shows_everything
     the learner's line; the test's code and the grader's dispatch frames only with --full-trace."""
     def pytest_run(*extra):
         return subprocess.run([sys.executable, "-m", "pytest", "exercises/01_einsum_attention", "-x",
-                               "-p", "no:cacheprovider", *extra], cwd=COURSE_ROOT, capture_output=True, text=True,
+                               "-p", "no:cacheprovider", *extra], cwd=COURSE.root, capture_output=True, text=True,
                               timeout=600).stdout
     short = pytest_run()
     assert 'Your line 19, in softmax: raise NotImplementedError(\'see README.md, section "Stable softmax"\')' in short
@@ -72,7 +72,7 @@ def test_an_explicit_isolation_none_grades_for_a_platform_and_says_so(tmp_path):
     line: `--isolation none` (a trusted local run) is honoured, and the report and the platform's
     message say which isolation graded it."""
     results, report = tmp_path / "results.json", tmp_path / "report.json"
-    done = grader("grade", COURSE_ROOT / "solutions", "--tasks", "01", "--isolation", "none",
+    done = grader("grade", COURSE.root / "solutions", "--tasks", "01", "--isolation", "none",
                   "--prairielearn", results, "--json", report)
     assert done.returncode == 0, done.stdout + done.stderr
     graded = json.loads(results.read_text(encoding="utf-8"))

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
 
 
 def _tool(name: str) -> str:
@@ -18,7 +18,7 @@ def _tool(name: str) -> str:
 
 
 def test_the_tree_passes_ruff():
-    done = subprocess.run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "."], cwd=COURSE_ROOT,
+    done = subprocess.run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "."], cwd=COURSE.root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -26,7 +26,7 @@ def test_the_tree_passes_ruff():
 def test_ruff_finds_what_it_is_asked_to(tmp_path):
     """The gate can fail: the project's configuration, given a file with an unused import and an
     undefined name, reports both."""
-    (tmp_path / "pyproject.toml").write_text((COURSE_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (tmp_path / "pyproject.toml").write_text((COURSE.root / "pyproject.toml").read_text(encoding="utf-8"))
     (tmp_path / "bad.py").write_text("import os\n\n\ndef f():\n    return undefined_name\n")
     done = subprocess.run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "."], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
@@ -36,7 +36,7 @@ def test_ruff_finds_what_it_is_asked_to(tmp_path):
 
 def test_the_grader_passes_mypy(tmp_path):
     """With the settings of pyproject.toml (`check_untyped_defs`); its cache kept out of the course."""
-    done = subprocess.run([_tool("mypy"), "--cache-dir", str(tmp_path / "cache")], cwd=COURSE_ROOT,
+    done = subprocess.run([_tool("mypy"), "--cache-dir", str(tmp_path / "cache")], cwd=COURSE.root,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -44,7 +44,7 @@ def test_the_grader_passes_mypy(tmp_path):
 def test_mypy_finds_a_none_where_a_value_is_needed(tmp_path):
     """The type gate can fail: the project's settings, given a function whose unannotated body
     uses an optional value as if it were there, report it."""
-    (tmp_path / "pyproject.toml").write_text((COURSE_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (tmp_path / "pyproject.toml").write_text((COURSE.root / "pyproject.toml").read_text(encoding="utf-8"))
     (tmp_path / "grader").mkdir()
     (tmp_path / "grader" / "bad.py").write_text("import re\n\n\ndef f():\n    return re.match('a', 'b').group(0)\n")
     done = subprocess.run([_tool("mypy"), "--cache-dir", str(tmp_path / "cache")], cwd=tmp_path,

@@ -7,15 +7,15 @@ import shutil
 
 import pytest
 
-from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
+from grader.course import COURSE
 from grader.worker.loading import load_module
 
-containers = load_module(COURSE_ROOT / "benchmarks" / "containers.py")
+containers = load_module(COURSE.root / "benchmarks" / "containers.py")
 
 pytestmark = [pytest.mark.skipif(containers.unavailable() is not None, reason=str(containers.unavailable())),
               pytest.mark.timeout(900)]
 
-ATTENTION = task_named("01")
+ATTENTION = COURSE.task_named("01")
 PLATFORM_MB, PLATFORM_CPUS = 768, 0.5          # Gradescope's default autograder container
 CALLERS_OF_CAUSAL_MASK = ("causal_mask", "multi_head_attention")      # the reference's, in attention.py
 HOG = "    hog = b'x' * (2 << 30)          # 2 GiB, written: more than the whole box\n"
@@ -29,7 +29,7 @@ def grade_in_box(tree, tmp_path):
 
 
 def test_the_reference_gets_full_marks_in_a_768_mb_box(tmp_path):
-    run, report = grade_in_box(SOLUTIONS, tmp_path)
+    run, report = grade_in_box(COURSE.solutions, tmp_path)
     assert report["complete"] and report["problems"] == []
     assert report["total"]["points"] == report["total"]["max_points"] > 0
     assert run.oom_kills == 0, "the kernel ended a process of the box for memory"
@@ -38,7 +38,7 @@ def test_the_reference_gets_full_marks_in_a_768_mb_box(tmp_path):
 @pytest.mark.full       # the box is exercised in the default tier by the reference's grading in 768 MB
 def test_a_call_that_allocates_past_the_box_costs_its_tests_not_the_report(tmp_path):
     tree = tmp_path / "hog"
-    shutil.copytree(SOLUTIONS / ATTENTION.name, tree / ATTENTION.name)
+    shutil.copytree(COURSE.solutions / ATTENTION.name, tree / ATTENTION.name)
     module = tree / ATTENTION.name / "attention.py"
     source = module.read_text(encoding="utf-8")
     head = 'def causal_mask(q_len, k_len):\n'

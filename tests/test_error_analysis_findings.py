@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from grader.tasks import DATASETS, SOLUTIONS
+from grader.course import COURSE
 from grader.worker.loading import load_module
 
-SHIPPED = str(DATASETS / "eval_results" / "eval_results.jsonl")
-PLANTED = json.loads((DATASETS / "eval_results" / "planted_regressions.json").read_text(encoding="utf-8"))
+SHIPPED = str(COURSE.datasets / "eval_results" / "eval_results.jsonl")
+PLANTED = json.loads((COURSE.datasets / "eval_results" / "planted_regressions.json").read_text(encoding="utf-8"))
 EFFECTS = {effect["name"]: effect for effect in PLANTED["effects"]}
 LONG = PLANTED["long_prompt_threshold_tokens"]
 EDGES = [0, LONG, 8000]                     # the README's cut: short prompts, long prompts (the builder's widest band)
@@ -22,7 +22,7 @@ STRIP_BACKTICKS = ("strip", "backticks")    # the file's "after stripping backti
 
 @pytest.fixture(scope="module")
 def analysis():
-    return load_module(SOLUTIONS / "06_error_analysis" / "analysis.py")
+    return load_module(COURSE.solutions / "06_error_analysis" / "analysis.py")
 
 
 def by_category(analysis, normalize=("strip",)):

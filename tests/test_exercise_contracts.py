@@ -7,12 +7,12 @@ import re
 
 import pytest
 
+from grader.course import COURSE, learner_modules
 from grader.readme import concepts_of, marked_rules, rules_of
 from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of
-from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, all_tasks, course_session_options, learner_modules
 from grader.worker.loading import load_module
 
-TASKS = all_tasks()
+TASKS = COURSE.tasks()
 IDS = [t.name for t in TASKS]
 
 
@@ -28,24 +28,24 @@ def public_functions(path):
 
 
 def test_every_exercise_folder_is_a_task():
-    folders = [d for d in EXERCISES.iterdir() if d.is_dir() and d.name[:2].isdigit()]
+    folders = [d for d in COURSE.exercises.iterdir() if d.is_dir() and d.name[:2].isdigit()]
     assert folders and len(folders) == len(TASKS), \
         {d.name: learner_modules(d) for d in folders if d.name not in {t.name for t in TASKS}}
 
 
 def test_the_suites_keep_no_conftest_that_a_grading_would_leave_out():
-    """A course session runs with --noconftest (`grader.tasks.course_session_options`), so that the
+    """A course session runs with --noconftest (`Course.session_options`), so that the
     project's own tests/conftest.py, above the hidden suites, never runs in a grading: a suite's
     own conftest.py would be left out as silently."""
-    assert "--noconftest" in course_session_options()
-    found = [str(p) for root in (EXERCISES, HIDDEN) for p in root.rglob("conftest.py")]
+    assert "--noconftest" in COURSE.session_options()
+    found = [str(p) for root in (COURSE.exercises, COURSE.hidden) for p in root.rglob("conftest.py")]
     assert not found, f"the suites' helpers belong in their probes or modules, not in a conftest: {found}"
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
 def test_stub_and_reference_share_one_api(task):
     stub = public_functions(task.exercise_dir / f"{task.module}.py")
-    reference = public_functions(SOLUTIONS / task.name / f"{task.module}.py")
+    reference = public_functions(task.reference_module)
     assert sorted(stub) == sorted(reference)
     for name in stub:
         assert inspect.signature(stub[name]) == inspect.signature(reference[name]), name
@@ -68,7 +68,7 @@ def test_stub_functions_point_into_the_readme(task):
 
 def graded_tests(task):
     """(file, test name, points, concept) for every test function of the task's suites."""
-    files = [*task.exercise_dir.glob("test_*.py"), *(HIDDEN / task.name).glob("test_*.py")]
+    files = [*task.exercise_dir.glob("test_*.py"), *(COURSE.hidden / task.name).glob("test_*.py")]
     for path in files:
         tree = ast.parse(path.read_text())
         constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
@@ -102,7 +102,7 @@ def test_every_test_declares_points_and_a_readme_concept(task):
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
 def test_hidden_suites_never_quote_their_own_source(task):
     """Hidden test files switch off assertion rewriting so failures carry messages only."""
-    for path in (HIDDEN / task.name).glob("test_*.py"):
+    for path in (COURSE.hidden / task.name).glob("test_*.py"):
         assert "PYTEST_DONT_REWRITE" in (ast.get_docstring(ast.parse(path.read_text())) or ""), path.name
 
 

@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 from grader.core.outcome import ARTIFACT_LIMIT, GPU_SKIP_REASON, as_artifacts
+from grader.course import COURSE
 from grader.reports import github
-from grader.reports import report as score_report
 from grader.reports.gradescope import gradescope_results
 from grader.reports.html import report_html
 from grader.reports.junit import junit_xml
 from grader.reports.prairielearn import SIZE_LIMIT, prairielearn_results
-from grader.reports.report import NOT_GRADED, ModuleInfo, ScoreReport, TaskResult, write_report
 from grader.reports.summary import Entry, write_gradebook
 from grader.running import runner
-from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
+from grader.schema import report as score_report
+from grader.schema.report import NOT_GRADED, ModuleInfo, ScoreReport, TaskResult, write_report
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope_results.schema.json").read_text())
 HOSTILE = 'got <script>alert("x")</script> & | pipe, colon: 100%\nsecond line'
@@ -351,7 +351,7 @@ def test_class_summary_from_a_folder_of_reports(report, tmp_path):
     (batch / "carol").mkdir()
     (batch / "carol" / "score_report.json").write_text("{not json")
     done = subprocess.run([sys.executable, "-m", "grader.cli", "summary", str(batch)], capture_output=True, text=True,
-                          cwd=COURSE_ROOT, timeout=300)
+                          cwd=COURSE.root, timeout=300)
     assert done.returncode == 3, done.stdout + done.stderr      # carol's report is unreadable: said, not hidden
     with open(batch / "summary.csv") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}
@@ -394,9 +394,9 @@ def test_artifacts_become_json_data():
 
 
 def test_the_recorded_reference_curve_is_for_the_graded_run():
-    from grader.reports.record import data_version
+    from grader.schema.record import data_version
     from grader.worker.loading import load_module
-    convergence = load_module(task_named("02").hidden_dir / "convergence.py")
+    convergence = load_module(COURSE.task_named("02").hidden_dir / "convergence.py")
     recorded = json.loads(convergence.REFERENCE_CURVE.read_text())
     assert (recorded["run"], recorded["model"], recorded["eval_documents"]) == \
         (convergence.RUN, convergence.MODEL, convergence.EVAL_DOCUMENTS), \
@@ -405,7 +405,7 @@ def test_the_recorded_reference_curve_is_for_the_graded_run():
     assert len(recorded["curve"]["step"]) == convergence.RUN["max_steps"] // convergence.RUN["log_every"]
 
 
-RAISES_IN_A_HELPER = (SOLUTIONS / "01_einsum_attention" / "attention.py").read_text().replace(
+RAISES_IN_A_HELPER = (COURSE.solutions / "01_einsum_attention" / "attention.py").read_text().replace(
     "def causal_mask(q_len, k_len):", "def _positions(n):\n    return list(range(n))[n]\n\n\ndef causal_mask(q_len, k_len):\n"
     "    _positions(q_len)")
 
@@ -417,14 +417,15 @@ def gradings(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("trees")
     wrong = tmp / "wrong" / "01_einsum_attention"
     wrong.mkdir(parents=True)
-    (wrong / "attention.py").write_text((SOLUTIONS / "01_einsum_attention" / "attention.py").read_text().replace(
+    (wrong / "attention.py").write_text((COURSE.solutions / "01_einsum_attention" / "attention.py").read_text().replace(
         "return e / np.where(total == 0, 1.0, total)", "return e"))
     raising = tmp / "raising" / "01_einsum_attention"
     raising.mkdir(parents=True)
     (raising / "attention.py").write_text(RAISES_IN_A_HELPER)
-    jobs = [runner.GradingRun(SOLUTIONS, [task_named("05")], extra_args=["-k", "test_step_breakdown_matches_the_trace"]),
-            runner.GradingRun(wrong.parent, [task_named("01")], hidden=False),
-            runner.GradingRun(raising.parent, [task_named("01")], hidden=False)]
+    only_the_trace = ["-k", "test_step_breakdown_matches_the_trace"]
+    jobs = [runner.GradingRun(COURSE.solutions, [COURSE.task_named("05")], extra_args=only_the_trace),
+            runner.GradingRun(wrong.parent, [COURSE.task_named("01")], hidden=False),
+            runner.GradingRun(raising.parent, [COURSE.task_named("01")], hidden=False)]
     return runner.run_many(jobs, workers=2)
 
 
@@ -440,7 +441,7 @@ def test_a_grading_records_the_step_breakdown_artifact(gradings):
 @pytest.mark.e2e
 def test_a_wrong_result_points_at_the_return_of_the_function_called(gradings):
     lost = {t.id.split("::")[-1]: t for t in gradings[1].tests() if t.lost}
-    source = (SOLUTIONS / "01_einsum_attention" / "attention.py").read_text().replace(
+    source = (COURSE.solutions / "01_einsum_attention" / "attention.py").read_text().replace(
         "return e / np.where(total == 0, 1.0, total)", "return e").splitlines()
     line = next(i for i, text in enumerate(source, start=1) if text.strip().startswith("return e  "))
     assert lost["test_softmax_rows_sum_to_one"].location == \

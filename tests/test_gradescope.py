@@ -16,12 +16,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from grader.course import COURSE
 from grader.delivery.gradescope import AutograderError, build_autograder
-from grader.reports.report import NOT_GRADED
-from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
+from grader.schema.report import NOT_GRADED
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope_results.schema.json").read_text())
-ATTENTION = task_named("01")
+ATTENTION = COURSE.task_named("01")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def run_autograder(root: Path) -> tuple[subprocess.CompletedProcess, dict]:
     return done, results
 
 
-REFERENCE = (SOLUTIONS / ATTENTION.name / "attention.py").read_text()
+REFERENCE = (COURSE.solutions / ATTENTION.name / "attention.py").read_text()
 
 
 def per_test(results: dict) -> tuple[list[dict], list[dict]]:
@@ -87,7 +87,7 @@ def test_setup_dry_run_says_how_it_would_install_and_installs_nothing(autograder
                           timeout=120, env={**os.environ, "AUTOGRADER_ROOT": str(root)})
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if line.startswith("+ ")]
-    torch = next(pin for pin in (COURSE_ROOT / "constraints.txt").read_text().splitlines() if pin.startswith("torch=="))
+    torch = next(pin for pin in (COURSE.root / "constraints.txt").read_text().splitlines() if pin.startswith("torch=="))
     assert f"+ python3 -m venv {root}/venv" in commands
     assert any(torch in c and "download.pytorch.org/whl/cpu" in c for c in commands)
     assert commands[-1].endswith(f"-c {root}/source/constraints.txt --no-build-isolation -e {root}/source")

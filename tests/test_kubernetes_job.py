@@ -10,15 +10,15 @@ import pytest
 import yaml
 
 from grader.core.sandbox import Limits
+from grader.course import COURSE
 from grader.delivery.kubernetes import UID_CAPABILITIES
-from grader.tasks import COURSE_ROOT
 
 kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is not installed (pip install -e '.[test]')")
 from kubernetes.client import ApiClient, V1Job  # noqa: E402
 
 
 def k8s_job(*args) -> dict:
-    result = subprocess.run([sys.executable, "-m", "grader.cli", "k8s-job", *map(str, args)], cwd=COURSE_ROOT,
+    result = subprocess.run([sys.executable, "-m", "grader.cli", "k8s-job", *map(str, args)], cwd=COURSE.root,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     return yaml.safe_load(result.stdout)

@@ -42,10 +42,24 @@ def test_probes_and_their_siblings_import_only_the_workers_side_of_the_grader():
     """Probe files are loaded beside learner code, where only `grader.worker` is there to import:
     a probe that reaches for the rest of the grader fails to load in every official grading.
     (`warm_up` runs in `grader watch`'s own process, never beside learner code.)"""
-    from grader.tasks import all_tasks
+    from grader.course import COURSE
 
-    files = {path for task in all_tasks() for path in task.probe_files()}
+    files = {path for task in COURSE.tasks() for path in task.probe_files()}
     assert files
     for path in sorted(files):
         outside = beyond_the_worker(imported_names(path, skipping=frozenset({"warm_up"})))
         assert not outside, f"{path.parent.name}/{path.name} imports {outside}: beside learner code only grader.worker is there"
+
+
+GROUND_FLOOR = ("grader.course", "grader.schema", "grader.worker")
+
+
+def test_the_report_schema_stands_on_the_ground_floor():
+    """`grader/schema/` imports only the ground floor (the course, the worker's `Location`, itself):
+    never a renderer of `grader/reports/`, nor the engine that fills the report."""
+    modules = sorted((WORKER_PACKAGE.parent / "schema").glob("*.py"))
+    assert {m.name for m in modules} >= {"report.py", "record.py"}
+    for module in modules:
+        above = [name for name in imported_names(module) if name.startswith(("grader.", ".")) and
+                 not name.startswith(GROUND_FLOOR)]
+        assert not above, f"schema/{module.name} imports {above}"

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 
 from grader.core.checks import assert_close, assert_equal, plain
-from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
+from grader.course import COURSE
 from grader.worker.loading import function_location
 
-TASK = task_named("01")
+TASK = COURSE.task_named("01")
 RIGHT = "    return x.transpose(0, 2, 1, 3).reshape(batch, seq, n_heads * d_head)\n"
 WRONG = "    return x.transpose(0, 1, 2, 3).reshape(batch, seq, n_heads * d_head)\n"
 
 
 def planted(tmp_path):
     """The reference of exercise 01 with merge_heads transposing the wrong axes (its one return)."""
-    source = (SOLUTIONS / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8")
+    source = (COURSE.solutions / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8")
     assert source.count(RIGHT) == 1, "merge_heads' return changed: plant the bug elsewhere"
     folder = tmp_path / "impl" / TASK.name
     folder.mkdir(parents=True)
@@ -30,7 +30,7 @@ def planted(tmp_path):
 def visible_run(impl, *extra):
     return subprocess.run([sys.executable, "-m", "pytest", str(TASK.exercise_dir), "--impl", str(impl), "-q",
                            "-p", "no:cacheprovider", "-k", "split_heads_shape", *extra],
-                          cwd=COURSE_ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=COURSE.root, capture_output=True, text=True, timeout=300)
 
 
 def test_a_failing_visible_test_shows_the_feedback_and_the_learners_line_only(tmp_path):

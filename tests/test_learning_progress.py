@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import COURSE
 from grader.learning import hints, progress
-from grader.reports import report as score
-from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
+from grader.schema import report as score
 
-TASK = task_named("04")            # its stub fails every visible test in a few seconds
+TASK = COURSE.task_named("04")            # its stub fails every visible test in a few seconds
 GRADER = str(Path(sys.executable).with_name("grader"))
 
 
@@ -35,7 +35,7 @@ def learner_env(tmp_path, monkeypatch):
 
 
 def run(args, env, **kw):
-    return subprocess.run(args, cwd=COURSE_ROOT, env=env, capture_output=True, text=True, timeout=300, **kw)
+    return subprocess.run(args, cwd=COURSE.root, env=env, capture_output=True, text=True, timeout=300, **kw)
 
 
 @pytest.mark.full       # progress is recorded in the default tier by the watcher's terminal test
@@ -79,7 +79,7 @@ def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_t
     # Not the learner's attempts: the same tests on another tree, and a grading of it.
     before = path.read_text(encoding="utf-8")
     other_tree = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TASK.exercise_dir),
-                      "--impl", str(SOLUTIONS)], env)
+                      "--impl", str(COURSE.solutions)], env)
     assert other_tree.returncode == 0, other_tree.stdout[-2000:]
     assert path.read_text(encoding="utf-8") == before
 
@@ -137,8 +137,8 @@ def test_a_concept_is_found_by_the_start_of_its_name_and_an_unknown_one_says_the
         hints.concept_named(TASK, "no such concept at all")
 
 
-@pytest.mark.parametrize("gitignore", [COURSE_ROOT / ".gitignore",
-                                       COURSE_ROOT / "grader" / "delivery" / "templates" / "gitignore"],
+@pytest.mark.parametrize("gitignore", [COURSE.root / ".gitignore",
+                                       COURSE.root / "grader" / "delivery" / "templates" / "gitignore"],
                          ids=["course", "release"])
 def test_git_ignores_the_progress_file(tmp_path, gitignore):
     """In the course's checkout and in a learner's repository written by `grader release`."""
@@ -152,7 +152,7 @@ def test_git_ignores_the_progress_file(tmp_path, gitignore):
 
 def test_watch_starts_on_the_first_exercise_not_complete(learner_env):
     from grader.learning.watch import default_task
-    first, second = task_named("01"), task_named("02")
+    first, second = COURSE.task_named("01"), COURSE.task_named("02")
     assert default_task(progress.load()) == first
     passed = score.TestResult(id="t::a", task=first.name, suite="visible", title="a", status="passed", graded=True,
                               max_points=1.0, concept="Broadcasting")

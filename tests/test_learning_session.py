@@ -10,10 +10,10 @@ import time
 import pytest
 
 from grader.core.outcome import NOT_RUN
+from grader.course import COURSE
 from grader.learning.session import STOPPED_AT_TIMEOUT, WATCHDOG_MARGIN_S, CheckChild, shares_of
-from grader.tasks import SOLUTIONS, task_named
 
-TASK = task_named("01")
+TASK = COURSE.task_named("01")
 # The visible tests of exercise 01 declare 30 s each (`QUICK` in their file).
 DECLARED_LIMIT_S = float(re.search(r"^QUICK = (\d+)", (TASK.exercise_dir / "test_attention.py")
                                    .read_text(encoding="utf-8"), re.M).group(1))
@@ -21,7 +21,7 @@ DECLARED_LIMIT_S = float(re.search(r"^QUICK = (\d+)", (TASK.exercise_dir / "test
 
 def reference_with(tmp_path, function: str, body: str):
     """The reference module of exercise 01 in a learner's tree, `function` replaced by `body`."""
-    source = (SOLUTIONS / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8")
+    source = (COURSE.solutions / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8")
     start = source.index(f"\ndef {function}(")
     end = source.index("\ndef ", start + 1)
     signature = source[start:source.index(":\n", start) + 2]
@@ -76,7 +76,7 @@ def test_a_process_killed_by_learner_code_costs_the_test_it_ran(tmp_path):
     assert any(test.status == "passed" for test in tests.values())
     assert time.monotonic() - started < DECLARED_LIMIT_S, "a crash is reported at once, not at the time limit"
     # The next check runs as if nothing happened: a fresh child.
-    path.write_text((SOLUTIONS / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    path.write_text((COURSE.solutions / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
     again = child.check().report.task(TASK.name)
     assert again.points == again.max_points > 0
 
@@ -86,7 +86,7 @@ def test_two_children_share_the_suite_and_a_hang_costs_only_its_share(tmp_path):
     test of the suite once, in the suite's order, and the next check shares by the times measured."""
     path = reference_with(tmp_path, "split_heads", "    while True:\n        try:\n            time.sleep(1)\n"
                                                    "        except BaseException:\n            pass\n")
-    whole = CheckChild(TASK, SOLUTIONS, tmp_path / "whole", shares=1).check().report.task(TASK.name)
+    whole = CheckChild(TASK, COURSE.solutions, tmp_path / "whole", shares=1).check().report.task(TASK.name)
     child = CheckChild(TASK, path.parent.parent, tmp_path / "work", shares=2)
     result = child.check()
     tests = by_title(result.report)
@@ -112,7 +112,7 @@ def test_children_forked_ahead_run_the_module_as_saved_after_them(tmp_path):
     child.prepare()
     forked_ahead = [c.pid for c in child._ready]
     assert len(forked_ahead) == 2 and all(alive(pid) for pid in forked_ahead)
-    path.write_text((SOLUTIONS / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    path.write_text((COURSE.solutions / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
     result = child.check()
     again = result.report.task(TASK.name)
     assert again.points == again.max_points > 0, {t.id: t.status for t in again.tests}

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import COURSE
 from grader.learning.progress import HINT_AFTER_FAILING_RUNS
-from grader.tasks import EXERCISES, SOLUTIONS, task_named
 
-TASK = task_named("01")
+TASK = COURSE.task_named("01")
 STARTUP_S = 120          # the first screen: torch and the libraries imported on a loaded 2-core box
 CHECK_S = 30             # a check of the reference takes about a second; a loaded box, much longer
 HANG_S = 90              # a test's own 30 s limit, then the screen
@@ -70,7 +70,7 @@ def first_hint(concept: str) -> str:
 def terminal(tmp_path):
     module = tmp_path / "impl" / TASK.name / f"{TASK.module}.py"
     module.parent.mkdir(parents=True)
-    shutil.copy(EXERCISES / TASK.name / module.name, module)
+    shutil.copy(COURSE.exercises / TASK.name / module.name, module)
     env = {"GRADER_PROGRESS": str(tmp_path / "progress.json"), "GRADER_LANG": "en", "OMP_NUM_THREADS": "1",
            "PATH": os.environ["PATH"]}
     grader = Path(sys.executable).with_name("grader")
@@ -94,7 +94,7 @@ def test_watch_follows_the_learners_saves(terminal):
     assert "Stable softmax" in screen and "to fix" in screen
     assert "hint 1 of" not in screen, "no hint before a concept has failed three runs"
 
-    save(module, (SOLUTIONS / TASK.name / module.name).read_text(encoding="utf-8"))
+    save(module, (COURSE.solutions / TASK.name / module.name).read_text(encoding="utf-8"))
     screen = term.wait_for(r"check 2 at .*points", CHECK_S)
     assert "14.5 / 14.5 points" in screen and "every visible test passed" in screen
     assert "to fix" not in screen
@@ -104,7 +104,7 @@ def test_watch_follows_the_learners_saves(terminal):
     assert "every test stopped at the same error" in screen
     assert "could not be imported: SyntaxError" in screen and "line 4" in screen
 
-    reference = (SOLUTIONS / TASK.name / module.name).read_text(encoding="utf-8")
+    reference = (COURSE.solutions / TASK.name / module.name).read_text(encoding="utf-8")
     save(module, reference.replace("def softmax(x, axis=-1):\n", "def softmax(x, axis=-1):\n    while True:\n"
                                                                   "        pass\n", 1))
     screen = term.wait_for(r"check 4 at .*points", HANG_S)
@@ -113,7 +113,7 @@ def test_watch_follows_the_learners_saves(terminal):
 
     # The stub again: Stable softmax has now failed three runs in a row without a gain.
     assert HINT_AFTER_FAILING_RUNS == 3
-    save(module, (EXERCISES / TASK.name / module.name).read_text(encoding="utf-8"))
+    save(module, (COURSE.exercises / TASK.name / module.name).read_text(encoding="utf-8"))
     screen = term.wait_for(r"check 5 at .*points", CHECK_S)
     assert "hint 1 of 3 · Stable softmax" in screen
     assert " ".join(first_hint("Stable softmax").split()[:6]) in " ".join(screen.split())
@@ -132,7 +132,7 @@ def test_a_watcher_killed_or_hung_up_leaves_no_scratch_folder(tmp_path, ending):
 
     impl = tmp_path / "impl" / TASK.name
     impl.mkdir(parents=True)
-    shutil.copy(SOLUTIONS / TASK.name / f"{TASK.module}.py", impl)
+    shutil.copy(COURSE.solutions / TASK.name / f"{TASK.module}.py", impl)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch), "GRADER_PROGRESS": "off", "OMP_NUM_THREADS": "1"}

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
 
 # A leftover cgroup folder the sweep cannot remove (it is not empty): an error it swallows.
 SWEEP = """
@@ -22,7 +22,7 @@ print("swept")
 
 def _run(code: str, *args: str, env=None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "GRADER_VERBOSE"} | (env or {})
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=COURSE_ROOT, env=environ,
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=COURSE.root, env=environ,
                           capture_output=True, text=True, timeout=120)
 
 

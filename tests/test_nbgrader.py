@@ -20,17 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import COURSE
 from grader.delivery import nbgrader as delivery
 from grader.delivery.nbgrader_cells import NotebookError, SavedNotebook
 from grader.delivery.nbgrader_kernel import OnlyLockedCells, locked_cell_sources
 from grader.delivery.notebook import cell_source, module_source, nbgrader_metadata, read_notebook
 from grader.running.variants import REFERENCE, reference_source, variants_of
-from grader.tasks import COURSE_ROOT, SOLUTIONS, all_tasks, task_named
 from grader.worker.loading import sibling_module
 
 hostile = sibling_module(str(Path(__file__).parent / "security" / "hostile.py"), "hostile")
 
-TASKS = all_tasks()
+TASKS = COURSE.tasks()
 NBGRADER_BIN = Path(sys.executable).parent        # nbgrader calls `alembic` from its environment
 E2E_TIMEOUT_S = 1800
 
@@ -71,7 +71,7 @@ def statements(source: str) -> set[str]:
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_the_source_notebooks_module_is_the_reference(task, notebooks):
     module = module_source(notebooks[task.name])
-    reference = (SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+    reference = task.reference_module.read_text(encoding="utf-8")
     assert statements(module) == statements(reference)
 
 
@@ -94,7 +94,7 @@ def test_each_visible_test_is_in_one_test_cell_worth_its_concepts_points(task, n
 
 
 def test_zh_cn_notebooks_carry_the_chinese_readme_around_the_same_cells(suites):
-    task = task_named("04")
+    task = COURSE.task_named("04")
     english = delivery.build_notebook(task, suites[task.name], "en")
     chinese = delivery.build_notebook(task, suites[task.name], "zh-CN")
     nbformat = pytest.importorskip("nbformat")
@@ -141,7 +141,7 @@ def test_the_autograde_kernel_runs_only_the_notebooks_locked_cells(tmp_path, not
 
 
 def test_a_test_cell_reads_the_saved_notebook_in_its_folder(tmp_path, monkeypatch, notebooks):
-    task = task_named("05")
+    task = COURSE.task_named("05")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     with pytest.raises(NotebookError, match="not found"):
@@ -172,7 +172,7 @@ def run_test_cell(notebook: dict, source: str):
 
 @pytest.mark.timeout(600)
 def test_a_notebook_for_a_gpu_autograder_counts_gpu_tests_and_says_when_none_ran(tmp_path, monkeypatch, suites, capfd):
-    task, concept = task_named("01"), "Attention in torch"
+    task, concept = COURSE.task_named("01"), "Attention in torch"
     notebook = delivery.build_notebook(task, suites[task.name], count_gpu_tests=True)     # its module: the reference
     (tmp_path / f"{task.name}.ipynb").write_text(json.dumps(notebook))
     monkeypatch.chdir(tmp_path)
@@ -243,7 +243,7 @@ class Classroom:
         return self.run(step, [sys.executable, "-m", "nbgrader", *args])
 
     def grader(self, step: str, *args) -> subprocess.CompletedProcess:
-        return self.run(step, [sys.executable, "-m", "grader.cli", *map(str, args)], cwd=COURSE_ROOT)
+        return self.run(step, [sys.executable, "-m", "grader.cli", *map(str, args)], cwd=COURSE.root)
 
     def notebook(self, step: str, task, student: str | None = None) -> dict:
         folder = self.root / step / (student or ".") / task.name
@@ -270,7 +270,7 @@ def hidden_only_lines(task) -> set[str]:
     hidden = lines_of(*(p.read_text(encoding="utf-8") for p in sorted(task.hidden_dir.rglob("*.py"))), shortest=25)
     hidden = {line for line in hidden if not line.startswith(("import ", "from "))}
     shown = [task.exercise_dir / f"{task.module}.py", task.exercise_dir / f"test_{task.module}.py",
-             *task.exercise_dir.glob("README*.md"), SOLUTIONS / task.name / f"{task.module}.py"]
+             *task.exercise_dir.glob("README*.md"), task.reference_module]
     shown_text = "\n".join(p.read_text(encoding="utf-8") for p in shown)
     return {line for line in hidden if line not in shown_text}
 
@@ -399,7 +399,7 @@ def test_autograde_scores_equal_grader_grade_and_feedback_hides_the_suite(task, 
         (trees / student / task.name / f"{task.module}.py").write_text(module_source(notebook), encoding="utf-8")
     out = tmp_path / "grading"
     classroom.grader("grader grade --jobs 2 (the 3 modules and solutions/)", "grade",
-                     *(trees / s for s in students), SOLUTIONS, "--tasks", task.name, "--jobs", "2", "--out-dir", out)
+                     *(trees / s for s in students), COURSE.solutions, "--tasks", task.name, "--jobs", "2", "--out-dir", out)
     grader_rows = {row["submission"]: row for row in read_csv(out / "summary.csv")}
     nbgrader_rows = {row["student_id"]: row for row in read_csv(classroom.root / "grades.csv")
                      if row["assignment"] == task.name}
@@ -435,7 +435,7 @@ def test_autograde_scores_equal_grader_grade_and_feedback_hides_the_suite(task, 
 @needs_nbgrader
 @pytest.mark.timeout(E2E_TIMEOUT_S)
 def test_validate_reports_the_visible_tests_of_a_released_notebook(classroom, tmp_path):
-    task = task_named("01")
+    task = COURSE.task_named("01")
     released = classroom.notebook("release", task)
     cases = {"stub": released,
              "noisy_reference": delivery.submission_notebook(released, task, NOISE + reference_source(task))}

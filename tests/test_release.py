@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from grader.course import COURSE
 from grader.delivery.release import FACT_SOURCES, LEARNER_RUNTIME, ReleaseError, build_release
-from grader.tasks import COURSE_ROOT, DATASETS, EXERCISES, HIDDEN, SOLUTIONS, all_tasks
 
-TASKS = list(all_tasks())
+TASKS = list(COURSE.tasks())
 CLASSROOM_RUNNERS = re.compile(r"^([a-zA-Z0-9]+,)*[a-zA-Z0-9]+$")   # what the Classroom reporter accepts
 
 
@@ -121,7 +121,7 @@ def test_fork_check_exit_status_follows_fail_under(release, learner_env):
 
 @pytest.mark.full       # the release installed is exercised in the default tier by the fresh-install import and the stub's pytest
 def test_the_release_passes_its_own_checks_with_the_reference(release, learner_env, tmp_path):
-    reference = shutil.copytree(SOLUTIONS, tmp_path / "my_solutions")      # graded from outside the release
+    reference = shutil.copytree(COURSE.solutions, tmp_path / "my_solutions")      # graded from outside the release
     done = learner(f"grader check --impl {reference} --json {tmp_path / 'report.json'}", learner_env, release.root)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -187,14 +187,15 @@ def secrets():
     """The lines of every hidden-suite file and the bodies of every reference function that the
     course does not also publish (shared imports, markers and helpers are public by definition)."""
     public_lines, public_text = set(), []
-    for folder in (EXERCISES, COURSE_ROOT / "grader", DATASETS):
+    for folder in (COURSE.exercises, COURSE.root / "grader", COURSE.datasets):
         for path, text in text_files(folder):
             public_lines |= distinctive_lines(path)
             public_text.append(" ".join(text.split()))
     public = " ".join(public_text)
-    secret_files = [p for p in [*HIDDEN.rglob("*"), *SOLUTIONS.rglob("*")] if p.is_file() and "__pycache__" not in p.parts]
+    course_only = [*COURSE.hidden.rglob("*"), *COURSE.solutions.rglob("*")]
+    secret_files = [p for p in course_only if p.is_file() and "__pycache__" not in p.parts]
     lines = {line for path in secret_files for line in distinctive_lines(path)} - public_lines
-    bodies = {body for path in SOLUTIONS.rglob("*.py") for body in function_bodies(path)
+    bodies = {body for path in COURSE.solutions.rglob("*.py") for body in function_bodies(path)
               if len(body) >= 24 and body not in public}
     digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in secret_files}
     return lines, bodies, digests
@@ -229,8 +230,8 @@ def test_no_byte_of_a_hidden_suite_or_a_reference_is_in_the_release(release, cou
                        or (len(r.parts) > 2 and r.parts[:2] == ("grader", "delivery")
                            and r.name not in LEARNER_RUNTIME)]
     assert not instructor_only
-    public_names = {p.name for folder in (EXERCISES, COURSE_ROOT / "grader", DATASETS) for p in folder.rglob("*")}
-    hidden_names = {p.name for p in HIDDEN.rglob("*") if p.is_file()} - public_names
+    public_names = {p.name for folder in (COURSE.exercises, COURSE.root / "grader", COURSE.datasets) for p in folder.rglob("*")}
+    hidden_names = {p.name for p in COURSE.hidden.rglob("*") if p.is_file()} - public_names
     assert hidden_names and not hidden_names & {r.name for r in relative}
 
 
@@ -239,7 +240,7 @@ def test_the_leak_search_finds_a_planted_leak(tmp_path, course_secrets):
     body = sorted(course_secrets[1])[0]
     (tmp_path / "notes.md").write_text(f"Some notes.\n    {hidden_line}\nMore notes.\n")
     (tmp_path / "helper.py").write_text(f"def f():\n    # copied\n    {body}\n")
-    (tmp_path / "copy.py").write_bytes(next(SOLUTIONS.rglob("*.py")).read_bytes())
+    (tmp_path / "copy.py").write_bytes(next(COURSE.solutions.rglob("*.py")).read_bytes())
     found = leaks(tmp_path, course_secrets)
     assert any("hidden line" in f for f in found) and any("reference body" in f for f in found)
     assert any("a copy of a hidden or reference file" in f for f in found)
@@ -250,7 +251,7 @@ def test_released_data_is_what_the_exercises_name_and_checks_out(release):
     assert {"corpus", "configs", "profiles", "sft", "tiny_llama", "eval_results", "MANIFEST.json", "README.md"} <= shipped
     assert not shipped & {"build.py", "eval_results_builder.py", "__init__.py"}    # the builder stays with the course
     manifest = json.loads((release.root / "datasets" / "MANIFEST.json").read_text())
-    course = json.loads((DATASETS / "MANIFEST.json").read_text())
+    course = json.loads((COURSE.datasets / "MANIFEST.json").read_text())
     assert manifest["data_version"] == course["data_version"]
     assert set(manifest["facts"]) == {"corpus", "tokenizer", "tiny_llama", "param_counts", "sft", "eval_results"}
     for path, info in manifest["files"].items():
@@ -263,18 +264,18 @@ def test_released_data_is_what_the_exercises_name_and_checks_out(release):
 
 def test_every_fact_of_the_manifest_has_a_declared_source():
     """A new fact must say which data it describes before it can ship (or be kept back)."""
-    course = json.loads((DATASETS / "MANIFEST.json").read_text())
+    course = json.loads((COURSE.datasets / "MANIFEST.json").read_text())
     assert set(course["facts"]) <= set(FACT_SOURCES)
 
 
 def test_the_release_pyproject_keeps_the_pinned_set_and_drops_the_instructor_extra(release):
-    course = tomllib.loads((COURSE_ROOT / "pyproject.toml").read_text())
+    course = tomllib.loads((COURSE.root / "pyproject.toml").read_text())
     learner_project = tomllib.loads((release.root / "pyproject.toml").read_text())
     assert learner_project["project"]["dependencies"] == course["project"]["dependencies"]
     assert learner_project["project"]["entry-points"] == course["project"]["entry-points"]
     assert "optional-dependencies" not in learner_project["project"]
     assert learner_project["tool"]["pytest"]["ini_options"]["testpaths"] == ["exercises"]
-    assert (release.root / "constraints.txt").read_bytes() == (COURSE_ROOT / "constraints.txt").read_bytes()
+    assert (release.root / "constraints.txt").read_bytes() == (COURSE.root / "constraints.txt").read_bytes()
 
 
 def test_a_chinese_release_makes_the_chinese_readmes_the_ones_stubs_point_to(tmp_path):
@@ -294,6 +295,6 @@ def test_a_release_is_never_written_over_something(tmp_path):
     (tmp_path / "old" / "keep.txt").write_text("mine")
     with pytest.raises(ReleaseError, match="not an empty folder"):
         build_release(tmp_path / "old", TASKS[:1])
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "release", str(tmp_path / "old")], cwd=COURSE_ROOT,
+    done = subprocess.run([sys.executable, "-m", "grader.cli", "release", str(tmp_path / "old")], cwd=COURSE.root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and (tmp_path / "old" / "keep.txt").read_text() == "mine"

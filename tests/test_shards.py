@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from grader.course import COURSE
 from grader.running.shards import Shard, ShardError, parse
-from grader.tasks import COURSE_ROOT
 
 
 def paths_named(names):
@@ -75,7 +75,7 @@ def test_a_shard_that_names_no_slice_is_refused(text, environ, says):
         parse(text, environ)
 
 
-def grader(*args, cwd=COURSE_ROOT, env=None):
+def grader(*args, cwd=COURSE.root, env=None):
     return subprocess.run([sys.executable, "-m", "grader.cli", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=600, env={**os.environ, **(env or {})})
 
@@ -87,7 +87,7 @@ def test_a_shard_grades_its_slice_alone_and_summarises_the_whole_out_dir(tmp_pat
     out = tmp_path / "grading"
     other = out / "exercises" / "score_report.json"        # as shard 0 would have left it
     other.parent.mkdir(parents=True)
-    subs = [COURSE_ROOT / "solutions", COURSE_ROOT / "exercises"]
+    subs = [COURSE.root / "solutions", COURSE.root / "exercises"]
     usage = grader("grade", *subs, "--tasks", "01", "--shard", "2", "--out-dir", out)
     assert usage.returncode == 2 and "JOB_COMPLETION_INDEX" in usage.stdout
     result = grader("grade", *subs, "--tasks", "01", "--shard", "2", "--out-dir", out,
@@ -99,7 +99,7 @@ def test_a_shard_grades_its_slice_alone_and_summarises_the_whole_out_dir(tmp_pat
     assert "done 1/1" in result.stderr                      # the plain progress line of a log
     # shard 0's report arrives: the next shard's summary has both
     other.write_text((out / "solutions" / "score_report.json").read_text().replace(
-        str(COURSE_ROOT / "solutions"), str(COURSE_ROOT / "exercises")))
+        str(COURSE.root / "solutions"), str(COURSE.root / "exercises")))
     again = grader("grade", *subs, "--tasks", "01", "--shard", "1/2", "--out-dir", out, "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     with open(out / "summary.csv") as f:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
 
 pytest.importorskip("submitit", reason="submitit is not installed (pip install -e '.[test]')")
 
@@ -36,7 +36,7 @@ def submissions(root: Path) -> list[Path]:
     for name, source in (("alice", "solutions"), ("bob", "exercises"), ("carol", "solutions")):
         module = root / name / TASK / "attention.py"
         module.parent.mkdir(parents=True)
-        shutil.copy(COURSE_ROOT / source / TASK / "attention.py", module)
+        shutil.copy(COURSE.root / source / TASK / "attention.py", module)
         made.append(root / name)
     return made
 

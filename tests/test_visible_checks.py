@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import COURSE
 from grader.learning.hints import HINT_FILES as HINT_FILE_OF
 from grader.learning.hints import HintFormatError, read_hints
 from grader.readme import RULE_MARKER, concepts_of
 from grader.running import runner
 from grader.running.variants import materialize, variants_of
-from grader.tasks import EXERCISES, SOLUTIONS, all_tasks, task_named
 
-TASKS = [task for task in all_tasks() if task.hidden_dir.is_dir()]
+TASKS = [task for task in COURSE.tasks() if task.hidden_dir.is_dir()]
 IDS = [task.name for task in TASKS]
 HINT_FILES = (HINT_FILE_OF["en"], HINT_FILE_OF["zh-CN"])
 HINTS_PER_CONCEPT = (2, 3)
@@ -78,7 +78,7 @@ def reference_lines(task) -> set[str]:
     """The reference's non-trivial lines, whitespace collapsed: long enough to be code of its own,
     no imports, nothing the stub or a README shows too (signatures, docstrings, constants, the calls
     a README spells out)."""
-    reference = SOLUTIONS / task.name / f"{task.module}.py"
+    reference = task.reference_module
     public = _stripped_lines(task.exercise_dir / f"{task.module}.py")
     readmes = " ".join(_collapsed(path) for path in task.exercise_dir.glob("README*.md"))
     lines = {" ".join(line.split()) for line in _stripped_lines(reference) - public
@@ -209,7 +209,7 @@ def test_visible_checks_and_hints_quote_no_reference_line(task):
     for path in learner_facing_files(task):
         text = _collapsed(path)
         quoted = sorted(line for line in secret if line in text)
-        assert not quoted, f"{path.relative_to(EXERCISES)} quotes the reference: {quoted[:3]}"
+        assert not quoted, f"{path.relative_to(COURSE.exercises)} quotes the reference: {quoted[:3]}"
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
@@ -226,7 +226,7 @@ def test_visible_checks_use_no_distinctive_hidden_input(task):
 
 def test_the_checks_see_what_they_look_for(tmp_path):
     """The readers above find a planted hint-format slip, a quoted reference line and a hidden seed."""
-    task = task_named("02")
+    task = COURSE.task_named("02")
     (tmp_path / "hints.md").write_text("# Hints\n\n## Clipping\n\n1. one\n3. three\n")
     with pytest.raises(HintFormatError):
         read_hints(tmp_path / "hints.md")
@@ -242,12 +242,12 @@ def test_the_checks_see_what_they_look_for(tmp_path):
 @pytest.fixture(scope="module")
 def planted_02_gradings(tmp_path_factory):
     """The four planted bugs graded with the visible suite only, through the grader, in one batch."""
-    task = task_named("02")
+    task = COURSE.task_named("02")
     variants = {v.name: v for v in variants_of(task) if v.name in PLANTED_02}
     assert sorted(variants) == sorted(PLANTED_02), "a planted 02 bug is missing from variants.py"
     root = tmp_path_factory.mktemp("planted")
     jobs = [runner.GradingRun(materialize(task, variants[name], root), [task], hidden=False) for name in PLANTED_02]
-    jobs.append(runner.GradingRun(SOLUTIONS, [task], hidden=False))        # the control: loses nothing
+    jobs.append(runner.GradingRun(COURSE.solutions, [task], hidden=False))        # the control: loses nothing
     reports = runner.run_many(jobs, 2)
     return task, variants, dict(zip([*PLANTED_02, "reference"], reports))
 

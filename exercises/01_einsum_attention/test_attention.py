@@ -13,14 +13,15 @@ import torch
 import torch.nn.functional as F
 
 from grader.core.checks import assert_close, assert_equal, check_array, sibling_module
-from grader.tasks import EXERCISES
+from grader.course import COURSE
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
 # times that on a loaded one).
 QUICK = 30
 
-probes = sibling_module(EXERCISES / "01_einsum_attention" / "test_attention.py", "probes")   # by path: a notebook has no __file__
+# by path: a notebook has no __file__
+probes = sibling_module(COURSE.exercises / "01_einsum_attention" / "test_attention.py", "probes")
 
 TOL = dict(rtol=1e-9, atol=1e-12)   # float64 throughout: only summation order differs
 TORCH_TOL = dict(rtol=1e-4, atol=1e-6)   # torch_attention may compute in float32 ("float32 or wider")

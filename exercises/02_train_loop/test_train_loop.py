@@ -24,14 +24,15 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
 from grader.core.submission import StudentError
-from grader.tasks import EXERCISES
+from grader.course import COURSE
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
 # times that on a loaded one).
 QUICK = 30
 
-probes = sibling_module(EXERCISES / "02_train_loop" / "test_train_loop.py", "probes")   # by path: a notebook has no __file__
+# by path: a notebook has no __file__
+probes = sibling_module(COURSE.exercises / "02_train_loop" / "test_train_loop.py", "probes")
 # One thread, as graded: a micro model's matmuls are too small to share, and on a busy machine a
 # second thread waiting for a core makes a run ten times slower.
 torch.set_num_threads(1)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from grader.tasks import DATASETS
+from grader.course import COURSE
 from grader.worker.loading import sibling_module
 
 probes = sibling_module(__file__, "probes")
@@ -31,13 +31,13 @@ EVAL_DOCUMENTS = 100
 
 
 def scaled_down_config():
-    config = AutoConfig.from_pretrained(DATASETS / "tiny_llama")
+    config = AutoConfig.from_pretrained(COURSE.datasets / "tiny_llama")
     config.update(SCALED_DOWN)
     return config
 
 
 def corpus_rows(split, count=None):
-    with open(DATASETS / "corpus" / f"{split}.jsonl", encoding="utf-8") as lines:
+    with open(COURSE.datasets / "corpus" / f"{split}.jsonl", encoding="utf-8") as lines:
         rows = [json.loads(line) for line in lines if line.strip()]
     return rows[:count] if count else rows
 
@@ -53,7 +53,7 @@ def test_from_scratch_on_the_corpus_near_its_floor(submission, tmp_path):
     rows = corpus_rows("eval", EVAL_DOCUMENTS)
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     floor = sum(row["source_nll"] for row in rows) / sum(len(row["input_ids"]) - 1 for row in rows)
-    cfg = {**HOME_RUN, "model_dir": str(tmp_path / "model"), "train_path": str(DATASETS / "corpus" / "train.jsonl"),
+    cfg = {**HOME_RUN, "model_dir": str(tmp_path / "model"), "train_path": str(COURSE.datasets / "corpus" / "train.jsonl"),
            "eval_path": str(tmp_path / "eval.jsonl"), "out_dir": str(tmp_path / "run")}
     seen = submission.probe(probes.watch_train, cfg)
     assert seen["final_params"] is not None, "train built no model with AutoModelForCausalLM: nothing to measure"

@@ -165,9 +165,9 @@ def warm_up():
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 
-    from grader.tasks import DATASETS
+    from grader.course import COURSE
 
-    tiny = str(DATASETS / "tiny_llama")
+    tiny = str(COURSE.datasets / "tiny_llama")
     AutoTokenizer.from_pretrained(tiny).apply_chat_template([{"role": "user", "content": "2+2?"}], tokenize=True)
     Dataset.from_list([{"ids": [1, 2]}, {"ids": [3]}]).map(lambda row: {"length": len(row["ids"])})
     ids = torch.tensor([[1, 5, 20, 30]])

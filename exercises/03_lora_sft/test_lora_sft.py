@@ -16,19 +16,19 @@ import torch
 
 from grader.core.checks import assert_close, assert_equal, learner_file, lora_adapter_copy, sibling_module
 from grader.core.submission import StudentError
-from grader.tasks import DATASETS, EXERCISES
+from grader.course import COURSE
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
 # times that on a loaded one).
 QUICK = 30
 
-probes = sibling_module(EXERCISES / "03_lora_sft" / "test_lora_sft.py", "probes")   # by path: a notebook has no __file__
+probes = sibling_module(COURSE.exercises / "03_lora_sft" / "test_lora_sft.py", "probes")   # by path: a notebook has no __file__
 # One thread, as graded: the tiny Llama's matmuls are too small to share, and on a busy machine a
 # second thread waiting for a core makes a run many times slower.
 torch.set_num_threads(1)
 
-TOKENIZER = str(DATASETS / "tiny_llama")
+TOKENIZER = str(COURSE.datasets / "tiny_llama")
 MICRO_LLAMA = dict(vocab_size=40, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
                    num_key_value_heads=1, tie_word_embeddings=False)
 # float32, per value against 1 + |expected|: correct layers (any order of the products, F.linear or @)
@@ -197,7 +197,7 @@ def test_generate_reply_decodes_the_new_tokens(submission):
 @pytest.mark.timeout(300)
 def test_a_short_sft_run_saves_an_adapter(submission, tmp_path):
     """two steps of SFTTrainer on eight conversations: the adapter files, one loss per step, 147,968 trainable"""
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:8]
+    rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[:8]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
     result = submission.sft_with_peft_trl(TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "adapter"),
                                           max_steps=2, learning_rate=1e-3, batch_size=4)
@@ -407,7 +407,7 @@ def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, 
     """three steps: LoraConfig(r=16, alpha=32, dropout=0.05, all-linear, CAUSAL_LM) saved, LoRA weights only in the
     file, the base weights unchanged, nothing written outside out_dir"""
     from safetensors import safe_open
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[8:20]
+    rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[8:20]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
     (tmp_path / "work").mkdir()
     ids = torch.tensor([[1, 5, 20, 30, 7, 6]])
@@ -449,7 +449,7 @@ def test_a_few_steps_lower_the_loss_and_the_adapter_reloads(submission, tmp_path
     gives the logits the trained model gave"""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[100:124]
+    rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[100:124]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
     (tmp_path / "work").mkdir()
     ids = torch.tensor([[1, 5, 40, 90, 120, 7, 6]])

@@ -18,7 +18,7 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grader.core.checks import learner_file
-from grader.tasks import DATASETS
+from grader.course import COURSE
 from grader.worker.loading import load_module
 
 torch.set_num_threads(1)        # as graded: one thread per grading process
@@ -38,17 +38,17 @@ PAD, END_OF_TURN, EOS = 0, 7, 2     # the tiny Llama's <pad>, <|end|> and </s>
 def test_forty_steps_teach_the_skill(submission, tmp_path):
     """40 steps of 8 conversations: your adapter, reloaded with peft, answers at least half of 50 held-out
     conversations exactly (greedy, stopping at <|end|>)"""
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:TRAIN_CONVERSATIONS]
+    rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[:TRAIN_CONVERSATIONS]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
-    result = submission.sft_with_peft_trl(str(DATASETS / "tiny_llama"), str(tmp_path / "train.jsonl"),
+    result = submission.sft_with_peft_trl(str(COURSE.datasets / "tiny_llama"), str(tmp_path / "train.jsonl"),
                                           str(tmp_path / "adapter"), **HOME_RUN)
-    checker = load_module(DATASETS / "sft" / "checker.py")
-    examples = checker.load_examples(DATASETS / "sft" / "eval.jsonl")[:EVAL_CONVERSATIONS]
-    tokenizer = AutoTokenizer.from_pretrained(DATASETS / "tiny_llama")
+    checker = load_module(COURSE.datasets / "sft" / "checker.py")
+    examples = checker.load_examples(COURSE.datasets / "sft" / "eval.jsonl")[:EVAL_CONVERSATIONS]
+    tokenizer = AutoTokenizer.from_pretrained(COURSE.datasets / "tiny_llama")
     with tempfile.TemporaryDirectory() as trusted:
         for name in ("adapter_config.json", "adapter_model.safetensors"):
             (Path(trusted) / name).write_bytes(learner_file(Path(result["adapter_dir"]) / name, tmp_path, limit=64 << 20))
-        base = AutoModelForCausalLM.from_pretrained(DATASETS / "tiny_llama", dtype=torch.float32)
+        base = AutoModelForCausalLM.from_pretrained(COURSE.datasets / "tiny_llama", dtype=torch.float32)
         model = PeftModel.from_pretrained(base, trusted).eval()
         answers = []
         with torch.no_grad():

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from grader.tasks import DATASETS, EXERCISES
+from grader.course import COURSE
 from grader.worker.loading import sibling_module
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
@@ -20,15 +20,16 @@ from grader.worker.loading import sibling_module
 # times that on a loaded one).
 QUICK = 30
 
-probes = sibling_module(EXERCISES / "05_profiler_reading" / "test_profiling.py", "probes")   # by path: a notebook has no __file__
+# by path: a notebook has no __file__
+probes = sibling_module(COURSE.exercises / "05_profiler_reading" / "test_profiling.py", "probes")
 
 
 @functools.cache
 def load(name):
     """A shipped profile: its table, and its trace reduced to what a reader needs (the complete
     events' ph, cat, name, pid, tid, ts and dur), as the graded suite passes it too."""
-    table = json.loads((DATASETS / "profiles" / f"{name}.table.json").read_text())["rows"]
-    with gzip.open(DATASETS / "profiles" / f"{name}.trace.json.gz") as stream:
+    table = json.loads((COURSE.datasets / "profiles" / f"{name}.table.json").read_text())["rows"]
+    with gzip.open(COURSE.datasets / "profiles" / f"{name}.trace.json.gz") as stream:
         events = json.load(stream)["traceEvents"]
     keep = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
     return table, {"traceEvents": [{k: e[k] for k in keep if k in e} for e in events if e.get("ph") == "X"]}

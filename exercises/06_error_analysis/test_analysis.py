@@ -19,17 +19,19 @@ import pytest
 
 from grader.core.checks import learner_file, sibling_module
 from grader.core.plot_reading import read_figure
-from grader.tasks import DATASETS, EXERCISES
+from grader.course import COURSE
 
-probes = sibling_module(EXERCISES / "06_error_analysis" / "test_analysis.py", "probes")   # by path: a notebook has no __file__
+# by path: a notebook has no __file__
+probes = sibling_module(COURSE.exercises / "06_error_analysis" / "test_analysis.py", "probes")
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
 # times that on a loaded one).
 QUICK = 30
 
-SHIPPED = str(DATASETS / "eval_results" / "eval_results.jsonl")
-PLANTED = {e["name"]: e for e in json.loads((DATASETS / "eval_results" / "planted_regressions.json").read_text())["effects"]}
+SHIPPED = str(COURSE.datasets / "eval_results" / "eval_results.jsonl")
+PLANTED_FILE = COURSE.datasets / "eval_results" / "planted_regressions.json"
+PLANTED = {e["name"]: e for e in json.loads(PLANTED_FILE.read_text())["effects"]}
 ACCURACY = 1e-9      # accuracies are fractions of a few hundred questions: only rounding may differ
 # Means of a few dozen 0/1 values and quantiles between them: pandas, polars and NumPy agree to
 # ~1e-16; a bug is off by a whole question, 1 / n >= 0.01 here.

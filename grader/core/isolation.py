@@ -6,11 +6,13 @@
 - `none`: a separate process and nothing more, for trusted code only.
 
 `--isolation auto` takes the strongest level this machine allows, `required` refuses to grade
-below `uid` (REQUIRED_LEVELS), `none` asks for none.
+below `uid` (REQUIRED_LEVELS), `none` asks for none. `resolve` is the one place a level is
+chosen: where a grading starts, on the machine where learner code will run.
 """
 from __future__ import annotations
 
 from grader.core import sandbox, uid_jail
+from grader.schema.report import Isolation
 
 REQUIRED_LEVELS = ("sandbox", "uid")     # what `--isolation required` and the official channels accept
 CHOICES = ("auto", "required", "none")
@@ -31,8 +33,18 @@ def strongest() -> tuple[str, str]:
     return "none", f"no sandbox: {why_not_sandbox}; no uid level: {why_not_uid}"
 
 
-def choose(wanted: str) -> tuple[str, str]:
-    """(level, reason) for `--isolation wanted`; IsolationUnavailable where `required` cannot be met."""
+def resolve(wanted: str, backend: str, limits: sandbox.Limits) -> Isolation:
+    """Where learner code runs, and why: the report's `isolation`, with how each limit is enforced
+    at that level. IsolationUnavailable where `required` cannot be met."""
+    if backend == "inprocess":
+        return {"level": "in-process", "reason": "self-check: learner code runs in the test process"}
+    level, reason = _choose(wanted)
+    if level == "none":
+        return {"level": "none", "reason": reason}
+    return {"level": level, "reason": reason, "limits": sandbox.enforcement(limits, level)}
+
+
+def _choose(wanted: str) -> tuple[str, str]:
     if wanted == "none":
         return "none", "isolation switched off (--isolation none)"
     level, reason = strongest()

@@ -10,7 +10,7 @@ import json
 import math
 
 from grader.core.submission import StudentError, SubmissionFailure
-from grader.reports.report import NOT_GRADED, Status
+from grader.schema.report import NOT_GRADED, Status, TestResult, location_text
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 
@@ -118,3 +118,19 @@ def _plain(value):
     if hasattr(value, "tolist") and getattr(value, "ndim", 1) == 0:     # a NumPy or torch scalar
         return _plain(value.tolist())
     raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+FULL_TRACE_NOTE = "(pytest --full-trace shows the whole traceback, the course's frames too)"
+
+
+def failure_text(test: TestResult, learner_frames: list[dict] | None = None) -> str:
+    """A lost visible test as pytest's failure section shows it to the learner: the feedback
+    (ending with the README section to reread), their own frames when their code raised through
+    several, their line, and how to see everything."""
+    lines = [test.feedback]
+    if learner_frames and len(learner_frames) > 1:
+        lines.append("Your code, the outermost call first:")
+        lines += [f"  line {frame['line']}, in {frame['function']}: {frame['code']}" for frame in learner_frames]
+    if test.location:
+        lines.append(location_text(test.location))
+    return "\n".join([*lines, FULL_TRACE_NOTE])

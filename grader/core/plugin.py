@@ -1,8 +1,10 @@
 """The pytest plugin (entry point `pytest11`): options, markers, the `submission` fixture and
 the score report. One hook per concern; every option is registered here.
 
-It acts only on tests that live in a task folder (`exercises/NN_name/` or
-`tests/hidden/NN_name/`); any other test runs as if the plugin were absent.
+It acts only on tests that live in a task folder of the course graded (`exercises/NN_name/` or
+`tests/hidden/NN_name/`); any other test runs as if the plugin were absent. What the session
+grades, and how, is its `GradingSpec` (`grader.core.spec`): the runner's, given whole with
+`--grading-spec`, or else made from the options below, which are a plain `pytest` run's edge.
 """
 from __future__ import annotations
 
@@ -19,31 +21,31 @@ import numpy as np
 import pytest
 
 from grader import logs
-from grader.core import intake, isolation, metadata, sandbox, uid_jail
+from grader.core import intake, isolation, metadata, spec, uid_jail
 from grader.core.intake import read_module
 from grader.core.outcome import (
     GPU_SKIP_REASON,
     NOT_RUN,
     OUTPUT_LIMIT,
     as_artifacts,
+    failure_text,
     phase_outcome,
     tail,
     truncate,
     with_concept,
 )
+from grader.core.spec import GradingSpec
 from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
-from grader.reports.record import git_commit, new_run_id, run_record
-from grader.reports.report import (
-    Isolation,
+from grader.course import Course, Task, locate_module
+from grader.schema.record import git_commit, new_run_id, run_record
+from grader.schema.report import (
     ModuleInfo,
     ScoreReport,
     TaskResult,
     TestResult,
-    failure_text,
     write_report,
 )
-from grader.tasks import COURSE_ROOT, EXERCISES, HIDDEN, SOLUTIONS, Task, locate_module, task_of_path
 from grader.worker.loading import Location, StudentImportError, function_location
 
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
@@ -55,6 +57,11 @@ _SUBMISSION = pytest.StashKey[Submission]()
 
 def pytest_addoption(parser):
     group = parser.getgroup("grader", "grading the course's exercises")
+    group.addoption("--grading-spec", metavar="JSON",
+                    help="grade as this file says (grader.core.spec; the runner writes it): the options below are "
+                         "then not given")
+    group.addoption("--course", default=os.environ.get("GRADER_COURSE"), metavar="DIR",
+                    help="the course whose task folders are graded (env GRADER_COURSE; default: this package's)")
     group.addoption("--impl", default=os.environ.get("GRADER_IMPL"), metavar="DIR",
                     help="tree holding NN_name/<module>.py to test (env GRADER_IMPL; default: exercises/)")
     group.addoption("--backend", choices=sorted(BACKENDS), default=os.environ.get("GRADER_BACKEND", "inprocess"),
@@ -64,10 +71,6 @@ def pytest_addoption(parser):
                          "(required), or never (none) (env GRADER_ISOLATION)")
     group.addoption("--grader-seed", type=int, default=int(os.environ.get("GRADER_SEED", "0")),
                     help="seed of the `seed` and `rng` fixtures (env GRADER_SEED; default 0)")
-    group.addoption("--grader-seed-from", default="--grader-seed", metavar="WHAT",
-                    help="where the seed came from, for the run record (the runner says)")
-    group.addoption("--grader-run-id", metavar="ID",
-                    help="the run id to record (the runner gives every task's session of one grading the same)")
     group.addoption("--score-report", metavar="PATH", help="write the score report as JSON to PATH")
     group.addoption("--worker-logs", metavar="DIR", help="keep the workers' output logs in DIR")
     group.addoption("--stop-on-concept", metavar="CONCEPT",
@@ -84,7 +87,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "concept(name): the README section a failure sends the learner to")
     config.addinivalue_line("markers", "gpu: needs CUDA; skipped and not graded on machines without it")
     config.addinivalue_line("markers", "long: a visible check that takes minutes; deselected unless --long is given")
-    grading = config.stash[_SESSION] = GradingSession(config)
+    grading = config.stash[_SESSION] = GradingSession(config, _spec(config))
     config.pluginmanager.register(ReportHooks(grading), "grader-report")
     if grading.backend_kind == "worker":
         _hypothesis_storage_of_this_session_only(config)
@@ -104,19 +107,38 @@ def _hypothesis_storage_of_this_session_only(config) -> None:
         set_hypothesis_home_dir(folder.name)
 
 
+_GRADING_OPTIONS = ("course", "impl", "backend", "isolation", "grader_seed", "score_report", "worker_logs",
+                    "stop_on_concept")
+
+
+def _spec(config) -> GradingSpec:
+    """The runner's spec as given, or a plain run's made from its options (and, at the uid level,
+    the course sealed from learner code once the level is known)."""
+    path = config.getoption("grading_spec")
+    if path is None:
+        try:
+            made = spec.from_options(config.option, os.environ)
+        except isolation.IsolationUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
+    else:
+        flags = [f"--{name.replace('_', '-')}" for name in _GRADING_OPTIONS]
+        given = [arg for arg in map(str, config.invocation_params.args) if arg.split("=")[0] in flags]
+        if given:
+            raise pytest.UsageError(f"--grading-spec says how to grade: leave out {given[0].split('=')[0]}")
+        made = GradingSpec.read(Path(path))
+    if made.isolation["level"] == "uid":
+        uid_jail.seal()
+    return made
+
+
 class GradingSession:
     """State of one pytest run: the backends per task and the results collected so far."""
 
-    def __init__(self, config):
+    def __init__(self, config, graded: GradingSpec):
         self.config = config
+        self.spec = graded
         self.started = datetime.now(UTC)
-        self.run_id = config.getoption("grader_run_id") or new_run_id(self.started)
-        impl = config.getoption("impl")
-        self.impl = Path(impl).resolve() if impl else EXERCISES
-        self.backend_kind = config.getoption("backend")
-        self.isolation = _isolation(self.backend_kind, config.getoption("isolation"))
-        self.limits = sandbox.Limits.from_env()
-        self.seed = config.getoption("grader_seed")
+        self.run_id = graded.run_id or new_run_id(self.started)
         self.results: dict[str, TestResult] = {}
         self.expected: dict[str, TestResult] = {}     # every collected test, as it would stand if never run
         self.tasks: dict[str, Task] = {}
@@ -124,24 +146,40 @@ class GradingSession:
         self._course_faults: set[str] = set()      # each recorded once, not once per test it failed
         self.stopped_early: str | None = None
         self._backends: dict[str, Backend] = {}
-        self._logs = config.getoption("worker_logs")
-        self._tmp_logs = None
+        self._tmp_logs: tempfile.TemporaryDirectory | None = None
         self._course_commit: str | None = None
         self._expected_tasks: dict[str, Task] = {}
 
     def backend_for(self, task: Task):
         if task.name not in self._backends:
-            spec = WorkerSpec(level=self.isolation["level"], limits=self.limits,
-                              probe_files=tuple(task.probe_files()), writable_dirs=(self._basetemp(),))
-            context = BackendContext(self.impl, self._log_dir() / f"{task.name}.log", spec)
-            self._backends[task.name] = BACKENDS[self.backend_kind](locate_module(self.impl, task), context)
+            worker = WorkerSpec(level=self.spec.isolation["level"], limits=self.spec.limits, course=self.course,
+                                probe_files=tuple(task.probe_files()), writable_dirs=(self._basetemp(),))
+            context = BackendContext(self.impl, self._log_dir() / f"{task.name}.log", worker)
+            self._backends[task.name] = BACKENDS[self.spec.backend](locate_module(self.impl, task), context)
         return self._backends[task.name]
 
-    def grade_another(self, impl: Path, run_id: str) -> None:
+    @property
+    def course(self) -> Course:
+        return self.spec.course
+
+    @property
+    def impl(self) -> Path:
+        return self.spec.impl
+
+    @property
+    def backend_kind(self) -> str:
+        return self.spec.backend
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    def grade_another(self, graded: GradingSpec) -> None:
         """Point this session, collected and with no test run yet, at another tree: a fork of it
         grades one variant (`grader.core.variant_forks`)."""
         assert not self.results and not self._backends, "a session that ran tests grades no other tree"
-        self.impl, self.run_id, self.started = impl.resolve(), run_id, datetime.now(UTC)
+        self.spec, self.started = graded, datetime.now(UTC)
+        self.run_id = graded.run_id or new_run_id(self.started)
 
     def _basetemp(self) -> Path:
         """pytest's temporary folder of this session: the one place a sandboxed worker may write,
@@ -149,9 +187,9 @@ class GradingSession:
         return self.config._tmp_path_factory.getbasetemp()
 
     def _log_dir(self) -> Path:
-        if self._logs:
-            Path(self._logs).mkdir(parents=True, exist_ok=True)
-            return Path(self._logs)
+        if self.spec.worker_logs:
+            self.spec.worker_logs.mkdir(parents=True, exist_ok=True)
+            return self.spec.worker_logs
         if self._tmp_logs is None:
             self._tmp_logs = tempfile.TemporaryDirectory(prefix="grader-logs-")
         return Path(self._tmp_logs.name)
@@ -170,12 +208,11 @@ class GradingSession:
         """Every test the session will run, so that a report written before they run lists them
         (as not graded yet): a grading process that dies leaves that report, not nothing."""
         for item in items:
-            task = _task_of(item)
-            self.expected[item.nodeid] = replace(_new_result(item, task), status="error", feedback=NOT_RUN)
+            task = self.task_of(item)
+            self.expected[item.nodeid] = replace(self.new_result(item, task), status="error", feedback=NOT_RUN)
             self._expected_tasks.setdefault(task.name, task)
-        path = self.config.getoption("score_report")
-        if path and self.expected:
-            write_report(self.build_report(partial=True), Path(path))
+        if self.spec.score_report and self.expected:
+            write_report(self.build_report(partial=True), self.spec.score_report)
 
     def worker_startup_seconds(self) -> list[float]:
         return [s for b in self._backends.values() for s in getattr(b, "startup_seconds", [])]
@@ -189,11 +226,11 @@ class GradingSession:
     # ------------------------------------------------------------ results
 
     def observe(self, item, when: str, report, excinfo) -> None:
-        task = _task_of(item)
+        task = self.task_of(item)
         result = self.results.get(item.nodeid)
         if result is None:
             self.tasks.setdefault(task.name, task)
-            result = self.results[item.nodeid] = _new_result(item, task)
+            result = self.results[item.nodeid] = self.new_result(item, task)
         result.duration_s = round(result.duration_s + report.duration, 3)
         submission = getattr(item, "funcargs", {}).get("submission")
         outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden",
@@ -239,17 +276,17 @@ class GradingSession:
                                     [r for r in results.values() if r.task == name]))
         report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": intake.git_head(self.impl)},
                              tasks=tasks, problems=problems, stopped_early=self.stopped_early,
-                             isolation=self.isolation)
+                             isolation=self.spec.isolation)
         total = report.total
         startup = self.worker_startup_seconds()
         metrics = {"score": total.points, "max_score": total.max_points, "percent": total.percent,
                    "tests": len(results),
                    "worker_startup_s": round(max(startup), 3) if startup else None}
-        config = {"backend": self.backend_kind, "isolation": self.isolation["level"], "impl": str(self.impl),
-                  "tasks": sorted(self.tasks), "seed_from": self.config.getoption("grader_seed_from"),
+        config = {"backend": self.backend_kind, "isolation": self.spec.isolation["level"], "impl": str(self.impl),
+                  "tasks": sorted(self.tasks), "seed_from": self.spec.seed_from,
                   "args": [str(a) for a in self.config.args]}
         if self._course_commit is None:
-            self._course_commit = git_commit(COURSE_ROOT) or ""
+            self._course_commit = git_commit(self.course.root) or ""
         report.run = run_record(run_id=self.run_id, started=self.started, finished=finished,
                                 commit=self._course_commit or None, config=config, seed=self.seed,
                                 metrics=metrics)
@@ -264,10 +301,30 @@ class GradingSession:
         except StudentImportError as exc:
             return ModuleInfo(str(path), path.exists(), None, [f"not graded: {exc}"])
         digest = intake.sha256(data)
-        reference = SOLUTIONS / task.name / f"{task.module}.py"
+        reference = task.reference_module
         flags = ["identical to the course's reference solution"] \
-            if reference.is_file() and digest == intake.sha256(reference.read_bytes()) and self.impl != SOLUTIONS else []
+            if reference.is_file() and digest == intake.sha256(reference.read_bytes()) \
+            and self.impl != self.course.solutions.resolve() else []
         return ModuleInfo(str(path), True, digest, flags)
+
+    # ------------------------------------------------------------ the course's tests
+
+    def in_task(self, item) -> bool:
+        return self.course.task_of_path(item.path) is not None
+
+    def task_of(self, item) -> Task:
+        """The task of a test the session grades (one `in_task` let through)."""
+        task = self.course.task_of_path(item.path)
+        assert task is not None, f"{item.nodeid} is not in a task's folder"
+        return task
+
+    def new_result(self, item, task: Task) -> TestResult:
+        meta = metadata.of_item(item)
+        if meta.points is None:
+            raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.points(n): every graded test declares its points")
+        suite = "hidden" if self.course.is_hidden(item.path) else "visible"
+        return TestResult(id=item.nodeid, task=task.name, suite=suite, title=meta.title, status="passed",
+                          graded=True, max_points=meta.points, concept=meta.concept)
 
 
 def grading_session(config) -> GradingSession:
@@ -279,41 +336,6 @@ def grading_session(config) -> GradingSession:
 def time_limit(item) -> float:
     """The test's own time limit in seconds (its timeout marker, else pytest-timeout's setting)."""
     return _test_timeout(item)
-
-
-def _isolation(backend: str, wanted: str) -> Isolation:
-    """Where learner code runs this session, and why: the report's `isolation`."""
-    if backend == "inprocess":
-        return {"level": "in-process", "reason": "self-check: learner code runs in the test process"}
-    try:
-        level, reason = isolation.choose(wanted)
-    except isolation.IsolationUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if level == "none":
-        return {"level": "none", "reason": reason}
-    if level == "uid":
-        uid_jail.seal()
-    return {"level": level, "reason": reason, "limits": sandbox.enforcement(sandbox.Limits.from_env(), level)}
-
-
-def _new_result(item, task: Task) -> TestResult:
-    meta = metadata.of_item(item)
-    if meta.points is None:
-        raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.points(n): every graded test declares its points")
-    suite = "hidden" if Path(item.path).resolve().is_relative_to(HIDDEN) else "visible"
-    return TestResult(id=item.nodeid, task=task.name, suite=suite, title=meta.title, status="passed",
-                      graded=True, max_points=meta.points, concept=meta.concept)
-
-
-def _in_task(item) -> bool:
-    return task_of_path(item.path) is not None
-
-
-def _task_of(item) -> Task:
-    """The task of a test the session grades (one `_in_task` let through)."""
-    task = task_of_path(item.path)
-    assert task is not None, f"{item.nodeid} is not in a task's folder"
-    return task
 
 
 def _learner_frames(excinfo) -> list[dict]:
@@ -351,28 +373,28 @@ class ReportHooks:
         if session.config.getoption("variant_plan"):
             return
         for arg in session.config.args:
-            task = task_of_path(Path(str(arg).split("::")[0]))
+            task = self.grading.course.task_of_path(Path(str(arg).split("::")[0]))
             if task is not None:
                 self.grading.backend_for(task).launch()
                 return
 
     def pytest_collection_modifyitems(self, items):
         for item in items:
-            if _in_task(item):
-                _new_result(item, _task_of(item))   # fail fast on a test without points
+            if self.grading.in_task(item):
+                self.grading.new_result(item, self.grading.task_of(item))   # fail fast on a test without points
 
     def pytest_collection_finish(self, session):
-        self.grading.expect([item for item in session.items if _in_task(item)])
+        self.grading.expect([item for item in session.items if self.grading.in_task(item)])
 
     def pytest_collectreport(self, report):
-        if report.failed and task_of_path(Path(str(report.fspath))) is not None:
+        if report.failed and self.grading.course.task_of_path(Path(str(report.fspath))) is not None:
             last_line = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""
             self.grading.problems.append(f"could not collect {report.nodeid}: {truncate(last_line, 300)}")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         report = yield
-        if _in_task(item):
+        if self.grading.in_task(item):
             self.grading.observe(item, call.when, report, call.excinfo)
             result = self.grading.results[item.nodeid]
             if report.failed and result.suite == "visible" and not item.config.option.fulltrace:
@@ -382,20 +404,19 @@ class ReportHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         result = yield
-        concept = item.config.getoption("stop_on_concept")
+        concept = self.grading.spec.stop_on_concept
         outcome = self.grading.results.get(item.nodeid)
         if concept and outcome and outcome.concept == concept and outcome.lost:      # a GPU test skipped costs nothing
             self.grading.stopped_early = item.session.shouldstop = f"a test of concept {concept!r} failed"
-        task = task_of_path(item.path)
-        following = task_of_path(nextitem.path) if nextitem is not None else None
+        task = self.grading.course.task_of_path(item.path)
+        following = self.grading.course.task_of_path(nextitem.path) if nextitem is not None else None
         if task is not None and following != task:
             self.grading.task_done(task, following, stopping=bool(item.session.shouldstop))
         return result
 
     def pytest_sessionfinish(self, session):
-        path = session.config.getoption("score_report")
-        if path:
-            write_report(self.grading.build_report(), Path(path))
+        if self.grading.spec.score_report:
+            write_report(self.grading.build_report(), self.grading.spec.score_report)
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.grading.results:
@@ -415,7 +436,7 @@ def pytest_collection_modifyitems(config, items):
     --stop-on-concept the concept's tests run first (in their order), so a session that stops
     at the concept's first failure runs little else: the verdict is the one the whole suite's
     order would reach, at a fraction of its time."""
-    concept = config.getoption("stop_on_concept")
+    concept = config.stash[_SESSION].spec.stop_on_concept
     if concept:
         concept_first(items, concept)
     if config.getoption("long"):
@@ -453,7 +474,7 @@ def submission(request):
     """The learner's module for the task this test file belongs to (see grader.core.submission)."""
     __tracebackhide__ = True    # a module that does not import shows the learner's line, not this fixture
     grading = request.config.stash[_SESSION]
-    task = task_of_path(request.path)
+    task = grading.course.task_of_path(request.path)
     if task is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses `submission` outside a task folder")
     backend = grading.backend_for(task)

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import grader
 from grader.core import cgroups
-from grader.tasks import COURSE_ROOT, DATASETS
+from grader.course import COURSE, Course
 
 log = logging.getLogger(__name__)
 
@@ -216,8 +216,9 @@ def _memory_policy(limits: Limits) -> str:
 class Jail:
     """One worker's sandbox: its private files, its cgroup and the command that starts it."""
 
-    def __init__(self, module_bytes: bytes, module_name: str, *, probe_files: list[Path],
+    def __init__(self, module_bytes: bytes, module_name: str, *, course: Course, probe_files: list[Path],
                  writable_dirs: list[Path], limits: Limits, git_dir: Path | None = None):
+        self.course = course           # whose data and probes are bound, and which root is kept read-only
         self.limits = limits
         self.private = Path(tempfile.mkdtemp(prefix="grader-jail-"))
         (self.private / "submission").mkdir()
@@ -273,9 +274,9 @@ class Jail:
         args += ["--remount-ro", "/dev", "--remount-ro", "/proc"]
         # A course kept below /tmp or /dev/shm would have the folders above its bound files made in
         # the jail's writable tmpfs: a read-only tmpfs of its own holds them instead.
-        course_in_tmpfs = any(COURSE_ROOT.is_relative_to(d) for d in _TMPFS_DIRS)
+        course_in_tmpfs = any(self.course.root.is_relative_to(d) for d in _TMPFS_DIRS)
         if course_in_tmpfs:
-            args += ["--tmpfs", str(COURSE_ROOT)]
+            args += ["--tmpfs", str(self.course.root)]
         for directory in _SYSTEM_DIRS:
             path = Path(directory)
             if path.is_symlink():
@@ -287,14 +288,15 @@ class Jail:
                  "--ro-bind", str(self.runtime / "etc" / "group"), "/etc/group"]
         args += _ro_binds(python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), f"{RUNTIME_DIR}/grader"]
-        args += _ro_binds([DATASETS, *self.probe_files])
+        data = [self.course.datasets] if self.course.datasets.is_dir() else []      # a course may have none
+        args += _ro_binds([*data, *self.probe_files])
         for writable in self.writable_dirs:
             args += ["--bind", str(writable), str(writable)]
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
         if self.git_dir is not None:        # the submission's own history: its code may record its commit
             args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]
         if course_in_tmpfs:
-            args += ["--remount-ro", str(COURSE_ROOT)]
+            args += ["--remount-ro", str(self.course.root)]
         return args + ["--remount-ro", "/"]
 
 
@@ -349,9 +351,9 @@ def python_paths() -> list[Path]:
     kept = []
     for path in candidates:
         resolved = path.resolve()
-        if COURSE_ROOT.is_relative_to(resolved):      # "/", or a folder holding the course: never
+        if COURSE.root.is_relative_to(resolved):      # "/", or a folder holding the course: never
             continue
-        inside_course = resolved == COURSE_ROOT or resolved.is_relative_to(COURSE_ROOT)
+        inside_course = resolved == COURSE.root or resolved.is_relative_to(COURSE.root)
         if inside_course and not resolved.is_relative_to(environment):
             continue
         kept.append(resolved)

@@ -3,7 +3,7 @@
 A suite's random inputs come from the `seed` and `rng` fixtures. With one seed for every grading,
 a module that only replays what earlier feedback showed (the expected values of the same inputs)
 earns their points without any implementation. So an official grading's seed is derived from a
-secret of the course (`SECRET_FILE`: made on first use, kept with the course, never released, in
+secret of the course (`Course.secret_file`: made on first use, kept with the course, never released, in
 no learner-visible file, and sealed from the worker at every isolation level) and the digests of
 the submission's module files: another submission, or the same one changed, gets other inputs;
 regrading the same submission gets the same inputs, and the same grade. `--seed N` still forces
@@ -18,18 +18,17 @@ import secrets
 from pathlib import Path
 
 from grader.core.intake import read_module, sha256
-from grader.tasks import COURSE_ROOT, Task, locate_module
+from grader.course import COURSE, Task, locate_module
 from grader.worker.loading import StudentImportError
 
 log = logging.getLogger(__name__)
 
-SECRET_FILE = COURSE_ROOT / ".grader-secret"
 SEED_BITS = 31                         # the plugin's seeds are plain non-negative ints
 FROM_SUBMISSION = "course secret and the submission's module digests"
 FORCED = "--seed"
 
 
-def course_secret(path: Path = SECRET_FILE) -> bytes:
+def course_secret(path: Path = COURSE.secret_file) -> bytes:
     """The course's secret, made (readable by its owner only) the first time it is asked for."""
     try:
         return bytes.fromhex(path.read_text(encoding="ascii").strip())

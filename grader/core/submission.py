@@ -22,8 +22,8 @@ from typing import Protocol
 
 from grader.core.intake import find_git_dir, git_head, read_module
 from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
-from grader.reports.report import OUT_OF_MEMORY, Status
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
+from grader.schema.report import OUT_OF_MEMORY, Status
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking
 from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
@@ -206,7 +206,7 @@ class WorkerBackend:
     def _submission_git_dir(self) -> Path | None:
         """The submission's own repository, which a sandboxed worker may see (never the course's)."""
         git_dir = find_git_dir(self.module_path.parent, stop_at=self.context.submission_root, follow_files=False)
-        return git_dir if git_dir is not None and git_dir.parent.resolve() != COURSE_ROOT else None
+        return git_dir if git_dir is not None and git_dir.parent.resolve() != COURSE.root else None
 
     @property
     def git_head(self) -> str | None:

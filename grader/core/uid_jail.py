@@ -50,7 +50,7 @@ from grader.core.sandbox import (
     worker_environment,
     worker_runtime,
 )
-from grader.tasks import COURSE_ROOT, DATASETS, HIDDEN, SOLUTIONS, all_tasks
+from grader.course import COURSE
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def availability() -> tuple[bool, str]:
                       f"({type(exc).__name__}: {str(exc)[:200]})"
     if shared_temp_root() is None:
         return False, "no temporary folder here may be entered by other users, for the worker's own folders"
-    hidden_from_others = _not_reachable_by_others([*python_paths(), DATASETS, worker_runtime()])
+    hidden_from_others = _not_reachable_by_others([*python_paths(), COURSE.datasets, worker_runtime()])
     if hidden_from_others:
         return False, f"the worker's uid could not reach {hidden_from_others}, which other users may not enter " \
                       "(the Python environment, the course's data and the worker's code must be readable by all)"
@@ -261,19 +261,19 @@ def seal(*extra: Path) -> None:
     who runs the grader as root): the hidden suites' files but for their probe files, the
     references, the course's git history and secret, and `extra` (results folders, the batch's
     submissions). Refuse where the grader's own code could be rewritten by another uid."""
-    probes = {p.resolve() for task in all_tasks() for p in task.probe_files()}
-    secret_files = [p for p in HIDDEN.rglob("*") if p.is_file() and not p.is_symlink() and p.resolve() not in probes] \
-        if HIDDEN.is_dir() else []
+    probes = {p.resolve() for task in COURSE.tasks() for p in task.probe_files()}
+    secret_files = [p for p in COURSE.hidden.rglob("*") if p.is_file() and not p.is_symlink() and p.resolve() not in probes] \
+        if COURSE.hidden.is_dir() else []
     for path in secret_files:
         _restrict(path, SECRET_MODE)
-    for folder in [HIDDEN, *(p for p in HIDDEN.rglob("*") if p.is_dir() and not p.is_symlink())] if HIDDEN.is_dir() else []:
+    hidden = COURSE.hidden
+    for folder in [hidden, *(p for p in hidden.rglob("*") if p.is_dir() and not p.is_symlink())] if hidden.is_dir() else []:
         _restrict(folder, TRAVERSE_ONLY_MODE)      # a probe is reached by its path; what else is there, not listed
-    for folder in (SOLUTIONS, COURSE_ROOT / ".git", *extra):
+    for folder in (COURSE.solutions, COURSE.root / ".git", *extra):
         if folder.exists() and not folder.is_symlink():
             _restrict(folder, 0o700 if folder.is_dir() else SECRET_MODE)
-    from grader.core.seeds import SECRET_FILE  # the course secret, where it is kept
-    if SECRET_FILE.exists():
-        _restrict(SECRET_FILE, SECRET_MODE)
+    if COURSE.secret_file.exists():        # the course secret, where it is kept
+        _restrict(COURSE.secret_file, SECRET_MODE)
     _check_not_writable_by_others(Path(__file__).resolve().parent.parent)
 
 

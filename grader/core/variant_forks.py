@@ -29,8 +29,8 @@ import pytest
 from _pytest.tmpdir import TempPathFactory
 
 from grader.core.plugin import concept_first, grading_session
-from grader.reports.record import new_run_id
-from grader.reports.report import ScoreReport, write_report
+from grader.schema.record import new_run_id
+from grader.schema.report import ScoreReport, write_report
 from grader.worker.zygote import die_with_parent
 
 
@@ -107,14 +107,13 @@ def _grade(session, variant: dict) -> int:
     """In the child: the session's tests, run on the variant's tree; the exit code."""
     config = session.config
     concept = variant.get("stop_on_concept")
-    config.option.stop_on_concept = concept
-    config.option.score_report = variant["report"]
     # The tree's own pytest folder: pytest empties its base folder when first asked for it, which
     # a sibling fork graded at the same time must not have done to this one's files.
     config.option.basetemp = variant["basetemp"]
     config._tmp_path_factory = TempPathFactory.from_config(config, _ispytest=True)
     grading = grading_session(config)
-    grading.grade_another(Path(variant["impl"]), new_run_id())
+    grading.grade_another(grading.spec.but(impl=Path(variant["impl"]).resolve(), run_id=new_run_id(),
+                                           stop_on_concept=concept, score_report=Path(variant["report"])))
     items = session.items
     if concept:
         concept_first(items, concept)

@@ -34,7 +34,8 @@ from pathlib import Path
 from grader.core.cgroups import read_text
 from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Jail, Limits
 from grader.core.uid_jail import UidJail
-from grader.reports.report import OUT_OF_MEMORY
+from grader.course import COURSE, Course
+from grader.schema.report import OUT_OF_MEMORY
 from grader.worker import wire
 from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
 
@@ -56,6 +57,7 @@ class WorkerSpec:
     see `grader.core.plugin`), and what they may see."""
     level: str
     limits: Limits = field(default_factory=Limits)
+    course: Course = COURSE
     probe_files: tuple[Path, ...] = ()
     writable_dirs: tuple[Path, ...] = ()
 
@@ -200,7 +202,7 @@ class WorkerHost:
         self.limits = spec.limits.fitted()          # the box as it is now, as this task starts
         preload = sorted(_imported_libraries(module_bytes, spec.probe_files))
         if spec.level == "sandbox":
-            self.jail = Jail(module_bytes, Path(module_path).name, probe_files=list(spec.probe_files),
+            self.jail = Jail(module_bytes, Path(module_path).name, course=spec.course, probe_files=list(spec.probe_files),
                              writable_dirs=list(spec.writable_dirs), limits=self.limits, git_dir=git_dir)
             argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files)
             command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}

@@ -11,9 +11,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.course import Task
 from grader.delivery.nbgrader_cells import FIXTURES
 from grader.readme import readme_file, readme_parts
-from grader.tasks import Task
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 

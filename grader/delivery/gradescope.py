@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import seeds
+from grader.course import AUDIT_ONLY, COURSE, SECRET_NAME, Task
 from grader.delivery.template import TEMPLATES, fill
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
-from grader.tasks import AUDIT_ONLY, COURSE_ROOT, DATASETS, HIDDEN, Task
 
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
 _EXECUTABLE = 0o100755 << 16
@@ -50,7 +50,7 @@ def build_autograder(out: Path, tasks: list[Task], *, hidden_visibility: str = D
     missing = [task.name for task in tasks if not task.hidden_dir.is_dir()]
     if missing:
         raise AutograderError(f"no hidden suite for {', '.join(missing)}: an autograder grades with them")
-    entries = [(path.relative_to(COURSE_ROOT).as_posix(), path) for path in _course_files(tasks)]
+    entries = [(path.relative_to(COURSE.root).as_posix(), path) for path in _course_files(tasks)]
     if wheels is not None:
         entries += [(f"wheels/{wheel.name}", wheel) for wheel in sorted(Path(wheels).glob("*.whl"))]
     out = Path(out)
@@ -63,25 +63,25 @@ def build_autograder(out: Path, tasks: list[Task], *, hidden_visibility: str = D
             _add(archive, name, path.read_bytes())
         # The course's secret, so that a resubmission graded in a fresh container draws the same
         # inputs as before (seeds.submission_seed); the zip is the instructor's, never a learner's.
-        _add(archive, seeds.SECRET_FILE.name, (seeds.course_secret().hex() + "\n").encode())
+        _add(archive, SECRET_NAME, (seeds.course_secret().hex() + "\n").encode())
     return Autograder(out, list(tasks), len(entries) + 3, out.stat().st_size)
 
 
 def _course_files(tasks: list[Task]) -> list[Path]:
-    roots = [COURSE_ROOT / "grader", *[task.exercise_dir for task in tasks], *[task.hidden_dir for task in tasks]]
+    roots = [COURSE.root / "grader", *[task.exercise_dir for task in tasks], *[task.hidden_dir for task in tasks]]
     files = [path for root in roots for path in root.rglob("*") if path.is_file()]
-    files = [path for path in files if not (set(path.relative_to(COURSE_ROOT).parts) & _SKIPPED_PARTS)
-             and path.suffix != ".pyc" and not path.is_relative_to(COURSE_ROOT / "grader" / "delivery")
+    files = [path for path in files if not (set(path.relative_to(COURSE.root).parts) & _SKIPPED_PARTS)
+             and path.suffix != ".pyc" and not path.is_relative_to(COURSE.root / "grader" / "delivery")
              and not _audit_only(path)]
-    data = [path for path in DATASETS.rglob("*") if path.is_file() and path.parent != DATASETS
-            and not set(path.relative_to(DATASETS).parts) & _SKIPPED_PARTS]
-    files += [*data, DATASETS / "MANIFEST.json", COURSE_ROOT / "pyproject.toml", COURSE_ROOT / "constraints.txt"]
+    data = [path for path in COURSE.datasets.rglob("*") if path.is_file() and path.parent != COURSE.datasets
+            and not set(path.relative_to(COURSE.datasets).parts) & _SKIPPED_PARTS]
+    files += [*data, COURSE.datasets / "MANIFEST.json", COURSE.root / "pyproject.toml", COURSE.root / "constraints.txt"]
     return sorted(set(files))
 
 
 def _audit_only(path: Path) -> bool:
     """A file that only `grader audit` reads: an `AUDIT_ONLY` entry beside a hidden suite."""
-    parts = path.relative_to(HIDDEN).parts if path.is_relative_to(HIDDEN) else ()
+    parts = path.relative_to(COURSE.hidden).parts if path.is_relative_to(COURSE.hidden) else ()
     return len(parts) > 1 and parts[1] in AUDIT_ONLY
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import metadata
+from grader.course import COURSE, Task
 from grader.delivery.course_sources import (
     BEGIN_SOLUTION,
     END_SOLUTION,
@@ -39,7 +40,6 @@ from grader.delivery.course_sources import (
 )
 from grader.delivery.notebook import MODULE_CELL_PREFIX, NBGRADER_SCHEMA_VERSION
 from grader.running.runner import RUN_LIMIT_S
-from grader.tasks import HIDDEN, SOLUTIONS, Task, course_session_options, task_of_path
 
 LANGUAGES = ("en", "zh-CN")
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -67,11 +67,11 @@ class _Collector:
 
     def pytest_collection_finish(self, session):
         for item in session.items:
-            task = task_of_path(item.path)
+            task = COURSE.task_of_path(item.path)
             meta = metadata.of_item(item)
             if task is None or meta.points is None or meta.concept is None:
                 raise BuildError(f"{item.nodeid}: every test of a task declares its points and concept")
-            suite = "hidden" if Path(item.path).resolve().is_relative_to(HIDDEN) else "visible"
+            suite = "hidden" if Path(item.path).resolve().is_relative_to(COURSE.hidden) else "visible"
             self.tests.append(SuiteTest(item.nodeid, task.name, suite, item.originalname, meta.points,
                                         meta.concept, meta.gpu))
 
@@ -81,7 +81,7 @@ def collect_suites(tasks: list[Task]) -> dict[str, list[SuiteTest]]:
     import pytest
     collector = _Collector()
     paths = [str(p) for task in tasks for p in task.suite_paths(hidden=True)]
-    args = [*paths, "--collect-only", "-q", *course_session_options(), "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    args = [*paths, "--collect-only", "-q", *COURSE.session_options(), "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args, plugins=[collector])
@@ -160,7 +160,7 @@ def _module_part(task: Task, sections, text) -> list[dict]:
     """The header, the helpers cell, then each README section with the functions it explains."""
     try:
         module = module_cells(_read(task.exercise_dir / f"{task.module}.py"),
-                              _read(SOLUTIONS / task.name / f"{task.module}.py"))
+                              _read(task.reference_module))
     except BuildError as exc:
         raise BuildError(f"{task.name}: {exc}") from None
     helpers = "\n".join([text["helpers"], BEGIN_SOLUTION, *filter(None, [module.helpers]), END_SOLUTION])

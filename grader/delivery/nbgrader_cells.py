@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from grader.course import COURSE, Task
 from grader.delivery.notebook import cell_source, is_grade_cell, module_source, read_notebook
-from grader.reports.report import NOT_GRADED_STATUS
-from grader.tasks import Task, task_named
+from grader.schema.report import NOT_GRADED_STATUS
 
 FIXTURES = ("submission", "tmp_path")     # what the visible tests may ask for in a notebook
 
@@ -67,7 +67,7 @@ class SuiteChanged(RuntimeError):
 class ConceptCell:
     def __init__(self, task: str, concept: str, points: float, *, visible_tests=(), gpu_points: float = 0.0,
                  count_gpu_tests: bool = False):
-        self.task = task_named(task)
+        self.task = COURSE.task_named(task)
         self.concept = concept
         self.points = float(points)                # the cell's worth, as nbgrader's metadata says
         self.visible_tests = list(visible_tests)
@@ -232,7 +232,10 @@ _REPORTS: dict = {}
 
 def _graded_report(task: Task, module: str, count_gpu_tests: bool):
     """The score report of `module`, graded once per notebook state as `grader grade` grades it."""
+    from grader.core import isolation
+    from grader.core.sandbox import Limits
     from grader.running import runner
+    from grader.schema.report import ScoreReport
     key = (_digest(module), task.name, count_gpu_tests)
     if key in _REPORTS:
         return _REPORTS[key]
@@ -245,7 +248,13 @@ def _graded_report(task: Task, module: str, count_gpu_tests: bool):
         extra = [] if count_gpu_tests else ["-m", "not gpu"]
         # The autograde kernel is the instructor's: the learner's module is graded isolated (the sandbox,
         # else the uid level) or not at all, and then the report says why.
-        job = runner.GradingRun(tree, [task], out_dir=tree / "grading", isolation="required", extra_args=extra)
+        limits = Limits.from_env()
+        try:
+            where = isolation.resolve("required", "worker", limits)
+        except isolation.IsolationUnavailable as exc:
+            _REPORTS[key] = ScoreReport.failed(f"not graded: {exc}", {"path": str(tree)})
+            return _REPORTS[key]
+        job = runner.GradingRun(tree, [task], isolation=where, limits=limits, out_dir=tree / "grading", extra_args=extra)
         with captured_output():         # the grading processes inherit the kernel's stderr
             _REPORTS[key] = runner.run(job)
     return _REPORTS[key]
@@ -264,7 +273,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
     from grader.core import metadata
     from grader.core.outcome import GPU_SKIP_REASON, exception_outcome, tail, with_concept
     from grader.core.submission import InProcessBackend, Submission
-    from grader.reports.report import TestResult
+    from grader.schema.report import TestResult
 
     meta = metadata.of_function(test)
     result = TestResult(id=test.__name__, task=task.name, suite="visible", title=meta.title, status="passed",

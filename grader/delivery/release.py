@@ -26,13 +26,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.course import COURSE, Task
 from grader.delivery.template import TEMPLATES, fill
-from grader.tasks import COURSE_ROOT, DATASETS, Task
 
 LANGUAGES = ("en", "zh-CN")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints")
 _MENTION = re.compile(r"datasets/([A-Za-z0-9_.\-]+)")         # in prose: datasets/corpus/
-_DATA_PATH = re.compile(r'DATASETS\s*/\s*"([A-Za-z0-9_.\-]+)"')   # in code: DATASETS / "profiles"
+_DATA_PATH = re.compile(r'COURSE\.datasets\s*/\s*"([A-Za-z0-9_.\-]+)"')   # in code: COURSE.datasets / "profiles"
 # The datasets/ entry each fact of MANIFEST.json describes: a fact ships with its entry. A fact
 # not listed here never ships, and a project test makes every new fact take a side.
 FACT_SOURCES = {"corpus": "corpus", "tokenizer": "tiny_llama", "tiny_llama": "tiny_llama", "param_counts": "configs",
@@ -68,9 +68,9 @@ def build_release(out_dir: Path, tasks: list[Task], *, lang: str = "en", classro
         _copy_exercise(task, out_dir / "exercises" / task.name, lang)
     entries = datasets_named(tasks)
     _copy_datasets(entries, out_dir / "datasets")
-    shutil.copytree(COURSE_ROOT / "grader", out_dir / "grader", ignore=_grader_runtime_only)
+    shutil.copytree(COURSE.root / "grader", out_dir / "grader", ignore=_grader_runtime_only)
     (out_dir / "pyproject.toml").write_text(learner_pyproject(), encoding="utf-8")
-    shutil.copy2(COURSE_ROOT / "constraints.txt", out_dir / "constraints.txt")
+    shutil.copy2(COURSE.root / "constraints.txt", out_dir / "constraints.txt")
     _write_readmes(out_dir, tasks, lang, classroom)
     shutil.copy2(TEMPLATES / "gitignore", out_dir / ".gitignore")
     workflows = out_dir / ".github" / "workflows"
@@ -112,18 +112,18 @@ def datasets_named(tasks: list[Task]) -> list[str]:
             if path.suffix in (".md", ".py"):
                 text = path.read_text(encoding="utf-8")
                 named.update(_MENTION.findall(text), _DATA_PATH.findall(text))
-    return sorted(name for name in named if name != "MANIFEST.json" and (DATASETS / name).exists())
+    return sorted(name for name in named if name != "MANIFEST.json" and (COURSE.datasets / name).exists())
 
 
 def _copy_datasets(entries: list[str], target: Path) -> None:
     target.mkdir(parents=True)
     for name in entries:
-        source = DATASETS / name
+        source = COURSE.datasets / name
         if source.is_dir():
             shutil.copytree(source, target / name, ignore=IGNORED)
         else:
             shutil.copy2(source, target / name)
-    manifest = json.loads((DATASETS / "MANIFEST.json").read_text(encoding="utf-8"))
+    manifest = json.loads((COURSE.datasets / "MANIFEST.json").read_text(encoding="utf-8"))
     (target / "MANIFEST.json").write_text(json.dumps(released_manifest(manifest, entries), indent=2, sort_keys=True)
                                           + "\n", encoding="utf-8")
     (target / "README.md").write_text(_datasets_readme(entries), encoding="utf-8")
@@ -145,7 +145,7 @@ def _datasets_readme(entries: list[str]) -> str:
     is about an entry when its heading starts with `<entry>/`)."""
     sections: list[list[str]] = []
     current: list[str] | None = None
-    for line in (DATASETS / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (COURSE.datasets / "README.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             first_word = line[3:].split(" ", 1)[0]
             entry = first_word[:-1] if first_word.endswith("/") else None
@@ -179,7 +179,7 @@ def _grader_runtime_only(folder: str, names: list[str]) -> set[str]:
 def learner_pyproject() -> str:
     """The course's pyproject.toml for the learner: the same dependencies and entry points (so
     the pinned set is one list), no instructor extra, pytest testing `exercises/`."""
-    project = tomllib.loads((COURSE_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = tomllib.loads((COURSE.root / "pyproject.toml").read_text(encoding="utf-8"))
     project["project"].pop("optional-dependencies", None)
     project["tool"].get("setuptools", {}).pop("package-data", None)      # the instructor's templates
     project["project"]["description"] = "Hands-on exercises for the ML engineer's tool layer, with their visible tests."

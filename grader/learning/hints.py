@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.course import Task
 from grader.learning import progress
-from grader.tasks import Task
 
 LANGUAGES = ("en", "zh-CN")
 HINT_FILES = {"en": "hints.md", "zh-CN": "hints.zh-CN.md"}

@@ -6,10 +6,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from grader.course import COURSE
 from grader.learning import hints, progress
 from grader.learning.screen import hint_text
-from grader.reports.report import ScoreReport
-from grader.tasks import all_tasks, task_named
+from grader.schema.report import ScoreReport
 
 
 def record_and_offer_hints(report: ScoreReport, source: str, console: Console, lang: str | None = None) -> None:
@@ -23,7 +23,7 @@ def record_and_pick_hints(report: ScoreReport, source: str, lang: str | None = N
     concept's next hint (the first failing test's concept when it is one of them), marked seen."""
     offered = []
     for task_name, concepts in progress.record(report, source).items():
-        task = task_named(task_name)
+        task = COURSE.task_named(task_name)
         result = report.task(task_name)
         failing = [t.concept for t in result.tests if t.lost] if result else []
         concept = next((c for c in failing if c in concepts), concepts[0])
@@ -37,7 +37,7 @@ def show_hint(task_name: str, concept: str | None, lang: str | None, console: Co
     """`grader hint`: the next unseen hint of a concept; False (and why) when there is none to show."""
     lang = hints.language(lang)
     try:
-        task = task_named(task_name)
+        task = COURSE.task_named(task_name)
         concept = hints.concept_named(task, concept, lang) if concept else hints.concept_to_work_on(task, lang)
     except KeyError as exc:
         console.print(f"[red]{escape(exc.args[0])}[/]")
@@ -62,7 +62,7 @@ def progress_table() -> Table:
         table.add_column(column, justify="left" if column in ("exercise", "last run") else "right",
                          no_wrap=column == "exercise")
     totals = [0, 0, 0.0, 0.0, 0]
-    for task in all_tasks():
+    for task in COURSE.tasks():
         entry = by_task.get(task.name)
         if entry is None or not entry.concepts:
             table.add_row(task.name, "-", "-", "-", "0", Text("not started", style="dim"))

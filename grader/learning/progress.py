@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grader.reports.report import ScoreReport, write_text_atomically
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
+from grader.schema.report import ScoreReport, write_text_atomically
 
 PROGRESS_FILE = ".grader-progress.json"
 PROGRESS_ENV = "GRADER_PROGRESS"
@@ -66,7 +66,7 @@ def progress_path() -> Path | None:
     where = os.environ.get(PROGRESS_ENV)
     if where == OFF:
         return None
-    return Path(where) if where else COURSE_ROOT / PROGRESS_FILE
+    return Path(where) if where else COURSE.root / PROGRESS_FILE
 
 
 def load(path: Path | None = None) -> dict[str, TaskProgress]:

@@ -5,8 +5,6 @@ concept keeps failing. Every other run (a grading, an audit, a check of another 
 progress alone: those are not the learner's attempts."""
 from __future__ import annotations
 
-from grader.tasks import EXERCISES
-
 
 def pytest_terminal_summary(terminalreporter):
     from grader.core.plugin import grading_session
@@ -15,8 +13,8 @@ def pytest_terminal_summary(terminalreporter):
         grading = grading_session(config)
     except KeyError:                 # the grader's plugin is not active in this run
         return
-    if grading.backend_kind != "inprocess" or config.getoption("score_report") \
-            or grading.impl != EXERCISES.resolve() or not grading.results:
+    if grading.backend_kind != "inprocess" or grading.spec.score_report \
+            or grading.impl != grading.course.exercises.resolve() or not grading.results:
         return
     report = grading.build_report()
     if any(test.suite != "visible" for test in report.tests()):

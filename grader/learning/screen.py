@@ -9,7 +9,7 @@ from rich.text import Text
 
 from grader.learning.hints import Hint
 from grader.learning.progress import concept_results
-from grader.reports.report import ScoreReport, TaskResult, location_text
+from grader.schema.report import ScoreReport, TaskResult, location_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}

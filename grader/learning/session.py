@@ -33,10 +33,10 @@ from pathlib import Path
 import pytest
 
 from grader.core.plugin import grading_session, time_limit
+from grader.course import Task
 from grader.learning.warm import is_library_module, one_torch_thread
-from grader.reports.report import ReportError, ScoreReport, TestResult, read_report, write_report
 from grader.running.runner import PARTS, GradingRun
-from grader.tasks import Task
+from grader.schema.report import ReportError, ScoreReport, TestResult, read_report, write_report
 from grader.worker.zygote import die_with_parent
 
 # pytest-timeout ends an over-long test inside the child at its own limit; the parent waits this
@@ -254,9 +254,9 @@ class ChildReporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
-        path = session.config.getoption("score_report")
+        grading = grading_session(session.config)
+        path = grading.spec.score_report
         if path:       # after the grader's own report: the same, plus the tests a stop left unrun
-            grading = grading_session(session.config)
             report = grading.build_report(partial=True)
             if session.shouldstop == STOPPED_AT_TIMEOUT:
                 report.problems = [*grading.problems, STOPPED_AT_TIMEOUT]

@@ -13,8 +13,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from grader.reports import record
-from grader.tasks import SOLUTIONS, Task, locate_module
+from grader.course import Task, locate_module
+from grader.schema import record
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def warm_up(task: Task, impl: Path) -> None:
     from grader.running.pool import BASE_LIBRARIES
     from grader.worker.loading import sibling_module
     files = [*sorted(task.exercise_dir.glob("test_*.py")), task.exercise_dir / "probes.py",
-             locate_module(impl, task), SOLUTIONS / task.name / f"{task.module}.py"]
+             locate_module(impl, task), task.reference_module]
     import_quietly(["pytest", *BASE_LIBRARIES, *(name for path in files for name in imports_of(path))])
     one_torch_thread()
     if (task.exercise_dir / "probes.py").is_file():

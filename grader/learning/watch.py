@@ -19,10 +19,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from grader.course import COURSE, Task, locate_module
 from grader.learning.hints import Hint
 from grader.learning.warm import import_quietly, warm_up
 from grader.running.threads import ONE_THREAD_ENV
-from grader.tasks import Task, all_tasks, locate_module
 
 # watchfiles yields a burst of events (an editor's write, rename and chmod) this long after the
 # last one: short against the 2 s budget, long enough to see one save as one change.
@@ -36,7 +36,7 @@ CHECK_SPINNER_HZ = 4
 
 def default_task(progress_by_task: dict) -> Task:
     """The first exercise not complete yet (by the progress the learner's runs left), else the first."""
-    tasks = all_tasks()
+    tasks = COURSE.tasks()
     return next((t for t in tasks if not (t.name in progress_by_task and progress_by_task[t.name].complete)), tasks[0])
 
 

@@ -25,7 +25,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from grader.reports.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 MAX_ERRORS = 10           # GitHub keeps 10 error annotations per step and drops the rest
 

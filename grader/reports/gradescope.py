@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grader.reports.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 DEFAULT_HIDDEN_VISIBILITY = "after_published"

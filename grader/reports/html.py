@@ -14,7 +14,7 @@ from collections import defaultdict
 from html import escape
 
 from grader.reports import figures
-from grader.reports.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; color: #1f2328; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from grader.reports.report import ScoreReport, TaskResult, TestResult, location_text
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text
 
 _FAILURES = {"failed", "timeout", "crashed"}
 

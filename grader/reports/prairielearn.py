@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from grader.reports.report import NOT_GRADED, ScoreReport, TestResult, location_text
+from grader.schema.report import NOT_GRADED, ScoreReport, TestResult, location_text
 
 SIZE_LIMIT = 1_000_000
 

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.reports.report import NOT_GRADED, NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note
+from grader.schema.report import NOT_GRADED, NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}

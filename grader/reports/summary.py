@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader.reports import figures
 from grader.reports.html import bar, image, page
-from grader.reports.report import (
+from grader.schema.report import (
     REPORT_NAME,
     ReportError,
     ScoreReport,

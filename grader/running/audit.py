@@ -13,10 +13,10 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grader.course import COURSE, Task
 from grader.readme import Rule, rules_of
 from grader.running import runner
 from grader.running.variants import materialize, variants_of
-from grader.tasks import EXERCISES, SOLUTIONS, Task
 
 
 @dataclass
@@ -149,8 +149,8 @@ def _stop_at(entry: AuditEntry) -> str | None:
 
 def _subjects(task: Task, scratch: Path) -> list[tuple[AuditEntry, Path]]:
     """What is graded, each with its tree: the reference, the stub and every variant."""
-    subjects = [(AuditEntry(task.name, "reference", "reference"), SOLUTIONS),
-                (AuditEntry(task.name, "stub", "stub"), EXERCISES)]
+    subjects = [(AuditEntry(task.name, "reference", "reference"), COURSE.solutions),
+                (AuditEntry(task.name, "stub", "stub"), COURSE.exercises)]
     for variant in variants_of(task):
         subjects.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule,
                                     variant.origin), materialize(task, variant, scratch / task.name)))

@@ -18,11 +18,11 @@ from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report
 from grader.reports.summary import CLASS_FILES, Entry, write_gradebook
 from grader.running import runner
 from grader.running.executors import Executor, LocalExecutor, Unit, not_finished
 from grader.running.shards import Shard
+from grader.schema.report import REPORT_NAME, ReportError, ScoreReport, read_report
 
 _UNSAFE = re.compile(r"[^\w.-]+")     # letters (any script), digits, `_`, `.` and `-` are kept
 MAX_NAME_BYTES = 200                  # file systems allow 255 bytes a name: room left for a number

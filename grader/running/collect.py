@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from grader.core import metadata
-from grader.tasks import COURSE_ROOT, Task, course_session_options, task_of_path
+from grader.course import COURSE, Task
 
 _OUT = "GRADER_COLLECT_OUT"
 
@@ -31,8 +31,8 @@ def declared_points(tasks: list[Task], hidden: bool = False) -> dict[str, dict[s
         out = Path(scratch) / "points.json"
         done = subprocess.run(
             [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "grader.running.collect",
-             *course_session_options()],
-            cwd=COURSE_ROOT, env={**os.environ, _OUT: str(out)}, capture_output=True, text=True, timeout=600)
+             *COURSE.session_options()],
+            cwd=COURSE.root, env={**os.environ, _OUT: str(out)}, capture_output=True, text=True, timeout=600)
         if done.returncode != 0 or not out.exists():
             raise CollectionError(f"collecting {', '.join(t.name for t in tasks)} failed (pytest exit "
                                   f"{done.returncode}):\n{(done.stdout + done.stderr)[-2000:]}")
@@ -46,7 +46,7 @@ def pytest_collection_finish(session):
         return
     points: dict[str, dict[str, float]] = {}
     for item in session.items:
-        task = task_of_path(item.path)
+        task = COURSE.task_of_path(item.path)
         meta = metadata.of_item(item)
         if task is None or meta.points is None:
             continue

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
+from grader.core import isolation
 from grader.running import archives, runner
+from grader.schema.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
 
 # A report that opens with this says its grading never ran to its end for a reason outside the
 # submission (the scheduler ended its job): `--resume` grades that submission again.
@@ -72,9 +73,18 @@ def grade_units(units: list[Unit], template: runner.GradingRun, limit_s: float =
         runner.run_many(runs, jobs, on_done=finished, limit_s=limit_s)
 
 
-def grade_chunk(units: list[Unit], template: runner.GradingRun, limit_s: float, jobs: int) -> int:
-    """One Slurm array task's work: its units graded on its node. Returns how many, for the log."""
-    grade_units(units, template, limit_s, jobs)
+def grade_chunk(units: list[Unit], template: runner.GradingRun, limit_s: float, jobs: int,
+                isolation_wanted: str) -> int:
+    """One Slurm array task's work: its units graded on its node, at the isolation this node gives
+    (where the controller's submission host resolved it, the node may differ); a node that cannot
+    give what is asked grades nothing, and each report says why. Returns how many, for the log."""
+    try:
+        where = isolation.resolve(isolation_wanted, template.backend, template.limits)
+    except isolation.IsolationUnavailable as exc:
+        for unit in units:
+            _finish(unit, ScoreReport.failed(f"not graded: {exc}", {"path": unit.path}), None)
+        return len(units)
+    grade_units(units, replace(template, isolation=where), limit_s, jobs)
     return len(units)
 
 

@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
+from grader.course import COURSE
 from grader.running.threads import ONE_THREAD_ENV
-from grader.tasks import COURSE_ROOT
 from grader.worker.zygote import die_with_parent
 
 DIED = "died"          # exit status of a grading whose process died under it
@@ -100,7 +100,7 @@ class _Child:
         self.temp = tempfile.mkdtemp(prefix="grader-pool-", dir=shared_temp_root())
         os.chmod(self.temp, 0o711)
         env = {**ONE_THREAD_ENV, **os.environ, **env, "TMPDIR": self.temp}
-        self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE_ROOT, env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.running.pool"], cwd=COURSE.root, env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.process.stdin is not None and self.process.stdout is not None      # both are pipes
         self.stdin, self.stdout = self.process.stdin, self.process.stdout

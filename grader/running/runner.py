@@ -17,11 +17,12 @@ from pathlib import Path
 
 from grader.core import isolation, seeds
 from grader.core.cgroups import memory_budget
-from grader.core.sandbox import shared_temp_root
-from grader.reports.record import new_run_id
-from grader.reports.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
+from grader.core.sandbox import Limits, shared_temp_root
+from grader.core.spec import GradingSpec
+from grader.course import Task
 from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
-from grader.tasks import Task, course_session_options
+from grader.schema.record import new_run_id
+from grader.schema.report import REPORT_NAME, Isolation, ReportError, ScoreReport, read_report, write_report
 
 RUN_LIMIT_S = 20 * 60          # one submission, all tasks: far above the 90 s budget, a backstop only
 TREE_LIMIT_S = 10 * 60         # one tree of one task in a fork of its task's session: a backstop only
@@ -35,25 +36,39 @@ class GradingRun:
     tasks: list[Task]
     hidden: bool = True
     backend: str = "worker"
-    isolation: str = "auto"              # "auto", "required" or "none" (see grader.core.isolation)
+    # Where learner code runs, resolved where the grading starts, on the machine that runs it
+    # (grader.core.isolation.resolve); None: the strongest level this machine gives.
+    isolation: Isolation | None = None
+    limits: Limits = field(default_factory=Limits.from_env)
     seed: int | None = None              # None: drawn from the course secret and the submission (grader.core.seeds)
     out_dir: Path | None = None          # keeps score_report.json, pytest.log and worker logs
     extra_args: list[str] = field(default_factory=list)
 
+    def __post_init__(self):
+        if self.isolation is None:
+            self.isolation = isolation.resolve("auto", self.backend, self.limits)
+
     def sessions(self, out_dir: Path, scratch: Path, run_id: str) -> list[list[str]]:
-        """pytest's arguments, one session per task: reports and logs go to `out_dir`, which a
-        sandboxed worker never sees; pytest's temporary folders, which it does see, to `scratch`."""
+        """pytest's arguments, one session per task, each with its spec: reports and logs go to
+        `out_dir`, which a sandboxed worker never sees; pytest's temporary folders, which it does
+        see, to `scratch`."""
         return [self._args(task, out_dir, scratch / task.name, run_id) for task in self.tasks]
+
+    def spec(self, task: Task, out_dir: Path, run_id: str) -> GradingSpec:
+        """The spec of the session that grades `task`."""
+        assert self.isolation is not None, "resolved on construction"
+        seed, seed_from = (self.seed, seeds.FORCED) if self.seed is not None else \
+            (seeds.submission_seed(Path(self.impl), self.tasks), seeds.FROM_SUBMISSION)
+        return GradingSpec(course=task.course, impl=Path(self.impl).resolve(), backend=self.backend,
+                           isolation=self.isolation, limits=self.limits, seed=seed, seed_from=seed_from,
+                           run_id=run_id, score_report=out_dir / PARTS / f"{task.name}.json",
+                           worker_logs=out_dir / "logs")
 
     def _args(self, task: Task, out_dir: Path, scratch: Path, run_id: str) -> list[str]:
         paths = [str(p) for p in task.suite_paths(self.hidden)]
-        seed, seed_from = (self.seed, seeds.FORCED) if self.seed is not None else \
-            (seeds.submission_seed(Path(self.impl), self.tasks), seeds.FROM_SUBMISSION)
-        return [*paths, "--impl", str(Path(self.impl).resolve()), "--backend", self.backend,
-                "--isolation", self.isolation, "--basetemp", str(scratch), "--grader-run-id", run_id,
-                "--grader-seed", str(seed), f"--grader-seed-from={seed_from}",   # it may begin with "--"
-                "--score-report", str(out_dir / PARTS / f"{task.name}.json"),
-                "--worker-logs", str(out_dir / "logs"), *course_session_options(),
+        (out_dir / PARTS).mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+        spec = self.spec(task, out_dir, run_id).write(out_dir / PARTS / f"{task.name}.spec.json")
+        return [*paths, "--grading-spec", str(spec), "--basetemp", str(scratch), *task.course.session_options(),
                 "-q", "--tb=no", "-rN", "--no-header",
                 # the pool process imported grader before pytest could mark the plugin for rewriting
                 "-W", "ignore::pytest.PytestAssertRewriteWarning", *self.extra_args]
@@ -69,14 +84,6 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
     """Grade several submissions, `workers` at a time, each within `limit_s` of wall time;
     reports come back in input order. A run that produced no report still returns one, empty,
     with the reason in `problems`. `on_done(job, report)` is called as each one ends."""
-    refused = _refused(jobs)
-    if refused:        # graded below what they require: nothing of theirs runs
-        graded = iter(run_many([jobs[i] for i in range(len(jobs)) if i not in refused], workers, on_done, stream,
-                               limit_s))
-        for i in refused:
-            if on_done:
-                on_done(jobs[i], refused[i])
-        return [refused[i] if i in refused else next(graded) for i in range(len(jobs))]
     with tempfile.TemporaryDirectory(prefix="grader-run-", dir=shared_temp_root()) as scratch:
         # absolute: the pool's processes work in the course root, not where the caller stands
         out_dirs = [Path(job.out_dir).absolute() if job.out_dir else Path(scratch) / "out" / str(i)
@@ -155,17 +162,6 @@ def _pytest_temps(scratch: Path, count: int) -> list[Path]:
     for temp in temps:
         temp.mkdir(mode=TRAVERSE_ONLY)
     return temps
-
-
-def _refused(jobs: list[GradingRun]) -> dict[int, ScoreReport]:
-    """The jobs that require an isolation this machine cannot give, with the report saying so."""
-    refused = {}
-    for index, job in enumerate(jobs):
-        try:
-            isolation.choose(job.isolation)
-        except isolation.IsolationUnavailable as exc:
-            refused[index] = ScoreReport.failed(f"not graded: {exc}", {"path": str(job.impl)})
-    return refused
 
 
 _EXIT_MEANINGS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected",

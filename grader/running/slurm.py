@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader.reports.report import REPORT_NAME, ScoreReport
 from grader.running import budgets
 from grader.running.executors import NOT_FINISHED, finished_report, grade_chunk, save
+from grader.schema.report import REPORT_NAME, ScoreReport
 
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
                 "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
@@ -42,6 +42,7 @@ class SlurmOptions:
     per_task: int = 1                  # submissions graded by one array task
     jobs: int = 1                      # of which at once
     poll_s: float = POLL_S
+    isolation: str = "auto"            # as asked: each node resolves it (grader.core.isolation.resolve)
 
 
 @dataclass
@@ -63,7 +64,7 @@ class SlurmExecutor:
         gradings = min(max(1, self.options.jobs), per_task)
         executor = self._executor(per_task, gradings, limit_s)
         jobs = executor.map_array(grade_chunk, chunks, [template] * len(chunks), [limit_s] * len(chunks),
-                                  [gradings] * len(chunks))
+                                  [gradings] * len(chunks), [self.options.isolation] * len(chunks))
         array_id = jobs[0].job_id.split("_")[0]
         try:
             _watch(array_id, [(job, unit) for job, chunk in zip(jobs, chunks) for unit in chunk],

@@ -30,8 +30,8 @@ import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grader.course import Task
 from grader.readme import rules_of
-from grader.tasks import SOLUTIONS, Task
 from grader.worker.loading import load_module
 
 REFERENCE, INDEPENDENT = "reference", "independent"
@@ -119,7 +119,7 @@ def _with_concept(variant: Variant, sections: dict[str, str]) -> Variant:
 
 
 def reference_source(task: Task) -> str:
-    return (SOLUTIONS / task.name / f"{task.module}.py").read_text(encoding="utf-8")
+    return task.reference_module.read_text(encoding="utf-8")
 
 
 def base_source(task: Task, base: str) -> str:

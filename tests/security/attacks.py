@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core import submission
-from grader.reports.report import ScoreReport
-from grader.tasks import EXERCISES, HIDDEN, SOLUTIONS, locate_module, task_named
+from grader.course import COURSE, locate_module
+from grader.schema.report import ScoreReport
 from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")
@@ -196,10 +196,10 @@ def same_outcome_as(honest: str):
 # ---------------------------------------------------------------- submissions built by hand
 
 def course_layout(folder: Path, modules: dict[str, str]) -> Path:
-    """A submission in the course layout: for each task (as `task_named` takes it) its module's
+    """A submission in the course layout: for each task (as `COURSE.task_named` takes it) its module's
     source, at `folder/NN_name/<module>.py`."""
     for name, source in modules.items():
-        task = task_named(name)
+        task = COURSE.task_named(name)
         path = folder / task.name / f"{task.module}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source, encoding="utf-8")
@@ -209,7 +209,7 @@ def course_layout(folder: Path, modules: dict[str, str]) -> Path:
 def grade_stub_with(work: Path, task: str, addition: str) -> Path:
     """Grade the course's stub of `task` with `addition` appended, as the one submission
     `work/learner`; the output folder (`learner/score_report.json`, the workers' logs)."""
-    stub = locate_module(EXERCISES, task_named(task)).read_text(encoding="utf-8")
+    stub = locate_module(COURSE.exercises, COURSE.task_named(task)).read_text(encoding="utf-8")
     course_layout(work / "learner", {task: stub + addition})
     cli = harness.run_cli(["grade", work / "learner", "--tasks", task, "--out-dir", work / "out"],
                           harness.grading_env(work), cwd=work, timeout_s=800)
@@ -235,7 +235,7 @@ def outside_copy(context: Context) -> Path:
 
 def symlinked_task_folder(folder: Path, context: Context) -> Path:
     folder.mkdir(parents=True)
-    (folder / TASK).symlink_to(SOLUTIONS / TASK, target_is_directory=True)
+    (folder / TASK).symlink_to(COURSE.solutions / TASK, target_is_directory=True)
     return folder
 
 
@@ -262,7 +262,7 @@ def zip_slip(folder: Path, context: Context) -> Path:
         _zip_entry(str(escape / "absolute.py"), b"X = 3\n"),
         _zip_entry(f"{TASK}/../../../zip_slip_escape3.py", b"X = 4\n"),
         _zip_entry("C:/zip_slip_escape4.py", b"X = 5\n"),
-        _zip_entry(f"{TASK}/attention.py", str(SOLUTIONS / TASK / "attention.py").encode(), mode=stat.S_IFLNK | 0o777),
+        _zip_entry(f"{TASK}/attention.py", str(COURSE.solutions / TASK / "attention.py").encode(), mode=stat.S_IFLNK | 0o777),
         _zip_entry(f"{TASK}/linked_dir", str(context.course).encode(), mode=stat.S_IFLNK | 0o777),
         _zip_entry(f"{TASK}/notes.txt", b"an ordinary file\n"),
     ]
@@ -333,8 +333,8 @@ def _log_at_most(limit: int):
 
 
 def _hidden_source_absent(graded: Graded) -> None:
-    hidden = (HIDDEN / TASK / "test_attention_hidden.py").read_text(encoding="utf-8")
-    variants = (HIDDEN / TASK / "variants.py").read_text(encoding="utf-8")
+    hidden = (COURSE.hidden / TASK / "test_attention_hidden.py").read_text(encoding="utf-8")
+    variants = (COURSE.hidden / TASK / "variants.py").read_text(encoding="utf-8")
     distinctive = [line.strip() for line in (hidden + variants).splitlines()
                    if len(line.strip()) > 50 and ("assert" in line or "Mutant(" in line)][:12]
     assert distinctive
@@ -568,7 +568,7 @@ ATTACKS = [
            check=all_of(as_stub, _processes_kept_apart, _secret_absent, _refused("list"))),
     # submissions that are not what they seem
     Attack("symlink_to_reference", "the module is a link to the course's reference",
-           build=symlink_module(lambda context: SOLUTIONS / TASK / "attention.py"),
+           build=symlink_module(lambda context: COURSE.solutions / TASK / "attention.py"),
            check=all_of(scores_nothing, _module_refused("link to a file outside the submission"))),
     Attack("symlink_outside", "the module is a link to a copy of the reference outside the submission",
            build=symlink_module(outside_copy),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core import sandbox, seeds
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
 
 PR_SET_CHILD_SUBREAPER = 36
 SAMPLE_EVERY_S = 0.1
@@ -37,7 +37,7 @@ def course_fingerprint() -> dict[str, tuple]:
     """The course tree and its git folder, once the course has its secret: its first grading
     makes one (a fresh clone has none), which is no change a grading may be blamed for."""
     seeds.course_secret()
-    return fingerprint(COURSE_ROOT, git_dir_outside(COURSE_ROOT))
+    return fingerprint(COURSE.root, git_dir_outside(COURSE.root))
 
 
 def fingerprint(root: Path, extra_dirs: tuple[Path, ...] = ()) -> dict[str, tuple]:

@@ -7,11 +7,11 @@ checks of `attacks.py` read it. The rest of a module is the exercise-01 stub (or
 with an attack run at import (`at_import`, `after_import`) or at the start of every graded
 function (`on_every_call`).
 """
-from grader.tasks import EXERCISES, SOLUTIONS
+from grader.course import COURSE
 
 TASK = "01_einsum_attention"
-STUB = (EXERCISES / TASK / "attention.py").read_text(encoding="utf-8")
-REFERENCE = (SOLUTIONS / TASK / "attention.py").read_text(encoding="utf-8")
+STUB = (COURSE.exercises / TASK / "attention.py").read_text(encoding="utf-8")
+REFERENCE = (COURSE.solutions / TASK / "attention.py").read_text(encoding="utf-8")
 FUNCTIONS = ("softmax", "split_heads", "merge_heads", "causal_mask", "attention", "multi_head_attention",
              "torch_attention")
 

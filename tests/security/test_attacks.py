@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from grader.core import uid_jail
-from grader.reports.report import ReportError, ScoreReport, read_report
-from grader.tasks import COURSE_ROOT
+from grader.course import COURSE
+from grader.schema.report import ReportError, ScoreReport, read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
@@ -81,7 +81,7 @@ def batch(request) -> Batch:
     listener = harness.Listener(marker)
     honest = attacks.bystanders(subs)
     clone, head = attacks.git_clone(subs / "honest_git_clone")
-    context = attacks.Context(course=COURSE_ROOT, out_dir=out_dir, work=work, marker=marker, secret=secret,
+    context = attacks.Context(course=COURSE.root, out_dir=out_dir, work=work, marker=marker, secret=secret,
                               port=listener.port, abstract_socket=marker, host_addresses=harness.host_addresses(),
                               bystanders={**honest, "honest_git_clone": clone})
     every_attack = request.config.getoption("--full")

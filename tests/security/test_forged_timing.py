@@ -7,7 +7,7 @@ inside the learner's process, the same probes once reported whatever the module 
 device test either, whatever number it reports."""
 import pytest
 
-from grader.reports.report import read_report
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")

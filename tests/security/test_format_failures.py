@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from grader import cli
+from grader.course import COURSE
 from grader.reports import html
-from grader.tasks import SOLUTIONS
 from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")
@@ -35,7 +35,7 @@ def step_breakdown(trace):
 def test_a_mathtext_step_name_costs_no_output_of_a_single_grading(tmp_path):
     module = tmp_path / "sub" / "05_profiler_reading" / "profiling.py"
     module.parent.mkdir(parents=True)
-    module.write_text((SOLUTIONS / "05_profiler_reading" / "profiling.py").read_text(encoding="utf-8")
+    module.write_text((COURSE.solutions / "05_profiler_reading" / "profiling.py").read_text(encoding="utf-8")
                       + MATHTEXT_STEPS, encoding="utf-8")
     out = {name: tmp_path / name for name in ("results.json", "report.html", "score_report.json")}
     done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", tmp_path / "sub", "--tasks", "05",

@@ -9,8 +9,8 @@ import zipfile
 
 import pytest
 
-from grader.reports.report import read_report
-from grader.tasks import EXERCISES
+from grader.course import COURSE
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
@@ -58,7 +58,7 @@ def unsandboxed(tmp_path_factory):
 def test_required_isolation_refuses_where_no_sandbox_can_be_made(unsandboxed):
     _, _, env, work = unsandboxed
     report = work / "refused.json"
-    cli = harness.run_cli(["grade", EXERCISES, "--tasks", "01", "--isolation", "required", "--json", report], env,
+    cli = harness.run_cli(["grade", COURSE.exercises, "--tasks", "01", "--isolation", "required", "--json", report], env,
                           cwd=work, timeout_s=300)
     assert cli.returncode == 2, cli.output[-2000:]
     assert "no sandbox can be made here" in cli.output and "bubblewrap is not installed" in cli.output, cli.output
@@ -90,7 +90,7 @@ def test_learner_text_in_problems_is_printed_not_read_as_markup(unsandboxed):
 
 def test_isolation_switched_off_is_reported_with_its_reason(tmp_path):
     path = tmp_path / "report.json"
-    cli = harness.run_cli(["grade", EXERCISES, "--tasks", "01", "--isolation", "none", "--json", path],
+    cli = harness.run_cli(["grade", COURSE.exercises, "--tasks", "01", "--isolation", "none", "--json", path],
                           harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=800)
     assert cli.returncode == 0, cli.output[-3000:]
     report = json.loads(path.read_text(encoding="utf-8"))

@@ -7,10 +7,10 @@ import sys
 import pytest
 from transformers.utils import logging as hf_logging
 
-from grader.tasks import HIDDEN
+from grader.course import COURSE
 from grader.worker.loading import sibling_module
 
-oracles = sibling_module(str(HIDDEN / "03_lora_sft" / "oracles.py"), "oracles")
+oracles = sibling_module(str(COURSE.hidden / "03_lora_sft" / "oracles.py"), "oracles")
 
 NAMED = "transformers.convert_slow_tokenizers_checkpoints_to_fast"    # sets transformers' logging to INFO
 

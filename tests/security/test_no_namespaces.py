@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import COURSE
 from grader.delivery.gradescope import build_autograder
-from grader.tasks import COURSE_ROOT, SOLUTIONS, task_named
 from grader.worker.loading import sibling_module
 
 harness = sibling_module(__file__, "harness")
 
-ATTENTION = task_named("01")
+ATTENTION = COURSE.task_named("01")
 STUB = (ATTENTION.exercise_dir / "attention.py").read_text(encoding="utf-8")
-REFERENCE = (SOLUTIONS / ATTENTION.name / "attention.py").read_text(encoding="utf-8")
+REFERENCE = (COURSE.solutions / ATTENTION.name / "attention.py").read_text(encoding="utf-8")
 FORGED = '{"score": 1000, "output": "forged", "tests": []}'
 
 pytestmark = [pytest.mark.skipif(harness.level_skip_reason("uid") is not None,
@@ -139,8 +139,8 @@ PRAIRIELEARN_FORMS = {"documented": ["--isolation", "required"], "bare": []}
 def test_prairielearn_path_grades_at_the_uid_level_and_resists_a_patch(tmp_path, box, form):
     student = box / "student"
     student.mkdir()
-    (student / "attention.py").write_text(patches_the_grader(COURSE_ROOT), encoding="utf-8")
-    before = digests(COURSE_ROOT / "grader")
+    (student / "attention.py").write_text(patches_the_grader(COURSE.root), encoding="utf-8")
+    before = digests(COURSE.root / "grader")
     results, gradescope = box / "results.json", box / "gradescope.json"
     done = harness.run_cli(["grade", student, "--tasks", "01", *PRAIRIELEARN_FORMS[form], "--prairielearn", results,
                             "--gradescope", gradescope, "--json", box / "report.json"], harness.grading_env(tmp_path),
@@ -150,7 +150,7 @@ def test_prairielearn_path_grades_at_the_uid_level_and_resists_a_patch(tmp_path,
     assert graded["score"] == 0 and graded["gradable"] is True, graded
     assert graded["message"].endswith("isolation of your code during grading: uid"), graded["message"]
     assert json.loads(gradescope.read_text(encoding="utf-8"))["score"] == 0
-    assert digests(COURSE_ROOT / "grader") == before
+    assert digests(COURSE.root / "grader") == before
 
 
 def test_without_even_the_uid_level_the_channels_refuse_to_grade(autograder, box, tmp_path):
@@ -163,7 +163,7 @@ def test_without_even_the_uid_level_the_channels_refuse_to_grade(autograder, box
     done, results = run_autograder(root, {"PYTHONPATH": str(broken)})
     assert results["score"] == 0 and "could not be graded safely" in results["output"], results["output"]
     assert "RAN" not in done.stdout + done.stderr
-    before = digests(COURSE_ROOT / "grader")
+    before = digests(COURSE.root / "grader")
     for form, flags in PRAIRIELEARN_FORMS.items():
         pl = box / f"pl-{form}.json"
         done = harness.run_cli(["grade", root / "submission", "--tasks", "01", *flags, "--prairielearn", pl],
@@ -177,4 +177,4 @@ def test_without_even_the_uid_level_the_channels_refuse_to_grade(autograder, box
     graded = json.loads(gradescope.read_text(encoding="utf-8"))
     assert graded["score"] == 0 and "could not be graded safely" in graded["output"], graded
     assert "RAN" not in done.output
-    assert digests(COURSE_ROOT / "grader") == before
+    assert digests(COURSE.root / "grader") == before

@@ -10,8 +10,8 @@ a daemon that exercise 01's module leaves behind before its import fails.
 (Links left by a call itself, within the rules of the pause, are the backend tests' concern.)"""
 import pytest
 
-from grader.reports.report import read_report
-from grader.tasks import COURSE_ROOT, EXERCISES, locate_module, task_named
+from grader.course import COURSE, locate_module
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
@@ -81,7 +81,7 @@ PLANTERS = {"thread": ("02", PLANTER), "zombie_leader": ("02", ZOMBIE_LEADER_PLA
 
 
 def stub(name: str) -> str:
-    return locate_module(EXERCISES, task_named(name)).read_text(encoding="utf-8")
+    return locate_module(COURSE.exercises, COURSE.task_named(name)).read_text(encoding="utf-8")
 
 
 # The default tier plants one link; the full tier (--full) every way of planting one.
@@ -92,8 +92,8 @@ DEFAULT_TIER_PLANTERS = ("failed_import",)
                                      for name in PLANTERS])
 def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
     marker = harness.new_marker()
-    canaries = [COURSE_ROOT / f".{marker}-canary", tmp_path / f"{marker}-canary"]
-    context = attacks.Context(course=COURSE_ROOT, out_dir=tmp_path / "out", work=tmp_path, marker=marker, secret="",
+    canaries = [COURSE.root / f".{marker}-canary", tmp_path / f"{marker}-canary"]
+    context = attacks.Context(course=COURSE.root, out_dir=tmp_path / "out", work=tmp_path, marker=marker, secret="",
                               port=0, abstract_socket=marker, host_addresses=[], bystanders={},
                               canaries=tuple(str(c) for c in canaries))
     planted_in, planter_code = PLANTERS[planter]
@@ -112,7 +112,7 @@ def test_a_planted_link_never_redirects_a_tests_write(tmp_path, planter):
         for canary in canaries:
             canary.unlink(missing_ok=True)
     report = read_report(tmp_path / "out" / "planter" / "score_report.json")
-    log = (tmp_path / "out" / "planter" / "logs" / f"{task_named(planted_in).name}.log").read_text(errors="replace")
+    log = (tmp_path / "out" / "planter" / "logs" / f"{COURSE.task_named(planted_in).name}.log").read_text(errors="replace")
     assert "planted a link" in log, "the attack never planted a link: it proves nothing\n" + log[-2000:]
     assert not written, f"a test wrote through a link the learner planted: {written}"
     assert not changes, changes[:20]

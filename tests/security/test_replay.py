@@ -24,16 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from grader.reports.report import read_report
-from grader.tasks import SOLUTIONS, locate_module, task_named
+from grader.course import COURSE, locate_module
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 harness = sibling_module(__file__, "harness")
 
 pytestmark = [pytest.mark.timeout(600)]
 
-TASK = task_named("04")
-MODULE = locate_module(SOLUTIONS, TASK).name
+TASK = COURSE.task_named("04")
+MODULE = locate_module(COURSE.solutions, TASK).name
 PUBLIC_FACT_TESTS = re.compile(r"^test_map_")     # hidden tests whose fixed inputs are the source map's
 CLI_LIMIT_S = 400
 RECORD = re.compile(r"^REPLAY (\w+) ([0-9a-f]{64}) (.*)$")
@@ -84,7 +84,7 @@ def _replay(name, args, kwargs):
 
 
 def public_functions() -> list[str]:
-    source = locate_module(SOLUTIONS, TASK).read_text(encoding="utf-8")
+    source = locate_module(COURSE.solutions, TASK).read_text(encoding="utf-8")
     return re.findall(r"^def ([a-z]\w*)\(", source, flags=re.MULTILINE)
 
 
@@ -140,7 +140,7 @@ def gradings(tmp_path_factory, request):
     if harness.sandbox_skip_reason() and harness.level_skip_reason("uid"):
         pytest.skip(harness.sandbox_skip_reason())
     work = tmp_path_factory.mktemp("replay")
-    reference = locate_module(SOLUTIONS, TASK).read_text(encoding="utf-8")
+    reference = locate_module(COURSE.solutions, TASK).read_text(encoding="utf-8")
     recorder = submission(work / "recorder", reference + RECORDER_WRAPPER)
     with ThreadPoolExecutor(2) as pool:
         own, forced = pool.map(lambda args: grade(work, *args),

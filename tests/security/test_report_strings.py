@@ -18,8 +18,8 @@ from grader.reports.html import report_html
 from grader.reports.junit import junit_xml
 from grader.reports.prairielearn import prairielearn_results
 from grader.reports.render import batch_table, print_report
-from grader.reports.report import ScoreReport, read_report, write_report
 from grader.reports.summary import Entry, class_html, concept_table, write_gradebook
+from grader.schema.report import ScoreReport, read_report, write_report
 from grader.worker.loading import sibling_module
 
 formats = sibling_module(str(Path(__file__).parent.parent / "test_formats.py"), "test_formats")

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from grader.reports.report import read_report
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")

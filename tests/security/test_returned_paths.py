@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grader.reports.report import read_report
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")

@@ -6,8 +6,8 @@ the learner's line read from the file: both once decoded the file as UTF-8, whic
 module with one accented letter is not."""
 from pathlib import Path
 
+from grader.course import COURSE
 from grader.running import runner
-from grader.tasks import task_named
 from grader.worker.loading import function_location, learner_source, sibling_module
 
 attacks = sibling_module(__file__, "attacks")
@@ -43,7 +43,7 @@ def test_a_latin1_module_is_read_as_python_reads_it(tmp_path):
 
 def test_a_latin1_reference_gets_full_marks_on_the_einsum_structure(tmp_path):
     latin1_reference(tmp_path / "learner")
-    job = runner.GradingRun(tmp_path / "learner", [task_named("01")],
+    job = runner.GradingRun(tmp_path / "learner", [COURSE.task_named("01")],
                             extra_args=["-k", " or ".join(attacks.STRUCTURAL_TESTS)])
     report = runner.run(job)
     tests = report.tests()

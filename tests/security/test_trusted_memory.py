@@ -6,8 +6,8 @@ matplotlib would decode to 2.7 GB) and save an adapter config of rank 130,000 (f
 would build 4.8 GB of layers) must leave the grading process near its usual size."""
 import pytest
 
-from grader.reports.report import read_report
-from grader.tasks import SOLUTIONS, locate_module, task_named
+from grader.course import COURSE
+from grader.schema.report import read_report
 from grader.worker.loading import sibling_module
 
 attacks = sibling_module(__file__, "attacks")
@@ -57,7 +57,7 @@ def sft_with_peft_trl(model_dir, train_path, out_dir, **kwargs):
 
 
 def test_learner_files_cannot_swell_the_grading_process(tmp_path):
-    reference = {name: locate_module(SOLUTIONS, task_named(name)).read_text(encoding="utf-8") for name in ("02", "03")}
+    reference = {name: COURSE.task_named(name).reference_module.read_text(encoding="utf-8") for name in ("02", "03")}
     attacks.course_layout(tmp_path / "learner", {"02": reference["02"] + TRAIN_LOOP_BOMBS,
                                                  "03": reference["03"] + LORA_SFT_BOMBS})
     with harness.Watch(tmp_path / "tmp") as watch:
@@ -65,7 +65,7 @@ def test_learner_files_cannot_swell_the_grading_process(tmp_path):
                               harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
     watch.survivors()
     assert cli.returncode in (0, 1), cli.output[-2000:]
-    logs = "".join((tmp_path / "out" / "learner" / "logs" / f"{task_named(t).name}.log").read_text(errors="replace")
+    logs = "".join((tmp_path / "out" / "learner" / "logs" / f"{COURSE.task_named(t).name}.log").read_text(errors="replace")
                    for t in ("02", "03"))
     for bomb in ("rewrote the scenario's model config", "wrote a 13000 x 13000 PNG", "claimed rank 130,000"):
         assert f"BOMB {bomb}" in logs, f"the bomb that {bomb} never went off: this proves nothing"

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from grader.course import COURSE
 from grader.reports import github
-from grader.reports.report import ScoreReport
-from grader.tasks import EXERCISES
+from grader.schema.report import ScoreReport
 from grader.worker.loading import sibling_module
 
 actions = sibling_module(__file__, "actions")
@@ -62,7 +62,7 @@ def test_learner_text_never_runs_as_a_workflow_command(tmp_path):
     assert names[:2] == ["stop-commands", "resume"] and set(names[2:]) == {"error"}, commands
     token = commands[0][1].split("::")[2]
     assert re.fullmatch(r"[0-9a-f]{64}", token) and output.count(token) == 2
-    visible = (EXERCISES / hostile.TASK / "test_attention.py").read_text(encoding="utf-8")
+    visible = (COURSE.exercises / hostile.TASK / "test_attention.py").read_text(encoding="utf-8")
     lost = len(re.findall(r"^def test_", visible, re.M))          # every visible test, on a stub
     assert lost > github.MAX_ERRORS and len(names[2:]) == github.MAX_ERRORS, commands   # what Actions keeps
     assert f"{lost - github.MAX_ERRORS + 1} more lost test(s)" in commands[-1][1], commands[-1]

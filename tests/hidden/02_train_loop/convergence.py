@@ -16,8 +16,8 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from grader.reports.record import data_version
-from grader.tasks import DATASETS, SOLUTIONS
+from grader.course import COURSE
+from grader.schema.record import data_version
 
 MODEL = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, head_dim=16)  # ~10 s of CPU
 EVAL_DOCUMENTS = 200
@@ -33,13 +33,13 @@ def read_jsonl(path):
 
 def model_config():
     """The architecture the run trains: `datasets/tiny_llama`'s, scaled down."""
-    config = AutoConfig.from_pretrained(DATASETS / "tiny_llama")
+    config = AutoConfig.from_pretrained(COURSE.datasets / "tiny_llama")
     config.update(MODEL)
     return config
 
 
 def eval_documents() -> list[dict]:
-    return read_jsonl(DATASETS / "corpus" / "eval.jsonl")[:EVAL_DOCUMENTS]
+    return read_jsonl(COURSE.datasets / "corpus" / "eval.jsonl")[:EVAL_DOCUMENTS]
 
 
 def setup(folder: Path) -> tuple[dict, float]:
@@ -52,7 +52,7 @@ def setup(folder: Path) -> tuple[dict, float]:
     (folder / "eval.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
     # The floor of these documents, exactly: the source's own negative log-likelihood per predicted token.
     floor = sum(d["source_nll"] for d in documents) / sum(len(d["input_ids"]) - 1 for d in documents)
-    cfg = {**RUN, "model_dir": str(folder / "model"), "train_path": str(DATASETS / "corpus" / "train.jsonl"),
+    cfg = {**RUN, "model_dir": str(folder / "model"), "train_path": str(COURSE.datasets / "corpus" / "train.jsonl"),
            "eval_path": str(folder / "eval.jsonl"), "out_dir": str(folder / "run")}
     return cfg, floor
 
@@ -87,7 +87,7 @@ def record_reference_curve() -> None:
 
     from grader.worker.loading import load_module
     torch.set_num_threads(1)          # as graded: one thread per grading process
-    reference = load_module(SOLUTIONS / "02_train_loop" / "train_loop.py")
+    reference = load_module(COURSE.solutions / "02_train_loop" / "train_loop.py")
     with tempfile.TemporaryDirectory() as scratch:
         cfg, _ = setup(Path(scratch))
         curve = curve_of(reference.train(cfg))

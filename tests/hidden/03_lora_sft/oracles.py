@@ -23,10 +23,10 @@ from torch import nn
 
 from grader.core.checks import in_fork
 from grader.core.suite_helpers import quiet_libraries
-from grader.tasks import DATASETS
+from grader.course import COURSE
 
-MODEL_DIR = DATASETS / "tiny_llama"
-SFT_DIR = DATASETS / "sft"
+MODEL_DIR = COURSE.datasets / "tiny_llama"
+SFT_DIR = COURSE.datasets / "sft"
 END_OF_TURN = "<|end|>"
 IGNORE_INDEX = -100
 

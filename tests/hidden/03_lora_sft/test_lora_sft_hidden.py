@@ -40,7 +40,7 @@ from grader.core.checks import (
     lora_adapter_copy,
     sibling_module,
 )
-from grader.tasks import DATASETS
+from grader.course import COURSE
 
 probes = sibling_module(__file__, "probes")
 oracles = sibling_module(__file__, "oracles")
@@ -55,7 +55,7 @@ GENERATION = "Talking to the model"
 LEARNING = "Does it learn?"
 SOURCE = "Read the source"
 
-MODEL_DIR = str(DATASETS / "tiny_llama")
+MODEL_DIR = str(COURSE.datasets / "tiny_llama")
 TINY_LLAMA = {"model_dir": MODEL_DIR}
 
 # Tolerances, each measured on the reference and the alternatives of variants.py (F.linear with the
@@ -117,7 +117,7 @@ GRADING_FIRST = settings(GRADING, report_multiple_bugs=False)
 
 
 def zoo(name, **overrides):
-    config = json.loads((DATASETS / "configs" / f"{name}.json").read_text())
+    config = json.loads((COURSE.datasets / "configs" / f"{name}.json").read_text())
     config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "transformers_version")}
     return {**config, **overrides}
 
@@ -428,7 +428,7 @@ def test_trainable_parameters_counts_as_peft(submission, rng, case):
 # ================================================================ The chat template and the loss mask
 
 def _vocabulary():
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:300]
+    rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[:300]
     words = {w.strip(string.punctuation) for row in rows for m in json.loads(row)["messages"] for w in m["content"].split()}
     return sorted(w for w in words if w)
 
@@ -510,7 +510,7 @@ TRAIN_ROWS = 300          # the first rows of the train split, from which a test
 
 def _sft_conversations(rng, count=10):
     """`count` conversations drawn from the train split, and one with a system prompt."""
-    lines = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:TRAIN_ROWS]
+    lines = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[:TRAIN_ROWS]
     rows = [json.loads(lines[i])["messages"] for i in sorted(rng.choice(len(lines), count, replace=False))]
     rows.append([{"role": "system", "content": "you are a helpful assistant. reply with the first noun of each "
                   "sentence, one word only, and never anything else."},
@@ -717,7 +717,7 @@ LLAMA_LINEARS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 
 
 def _train_file(tmp_path, n):
-    rows = (DATASETS / "sft" / "train.jsonl").read_text().splitlines()[:n]
+    rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[:n]
     path = tmp_path / "train.jsonl"
     path.write_text("\n".join(rows) + "\n")
     return str(path), [json.loads(row)["messages"] for row in rows]
@@ -725,7 +725,7 @@ def _train_file(tmp_path, n):
 
 def _base_sha256(dtypes):
     """The checkpoint's weights hashed in the dtype the run holds them in (bf16 on CUDA)."""
-    weights = load_file(str(DATASETS / "tiny_llama" / "model.safetensors"))
+    weights = load_file(str(COURSE.datasets / "tiny_llama" / "model.safetensors"))
     return {name: probes.sha256_of(tensor.to(getattr(torch, dtypes.get(name, "float32"))))
             for name, tensor in weights.items()}
 
@@ -838,7 +838,7 @@ def reference_adapter(tmp_path_factory):
 
 
 def _eval_prompts(n, start=0):
-    rows = (DATASETS / "sft" / "eval.jsonl").read_text().splitlines()[start:start + n]
+    rows = (COURSE.datasets / "sft" / "eval.jsonl").read_text().splitlines()[start:start + n]
     return [json.loads(row)["messages"][:-1] for row in rows]
 
 
@@ -903,7 +903,7 @@ def trusted_folder():
 def _sft_run(submission, tmp_path, **extra):
     train_path, _ = _train_file(tmp_path, SFT_TRAIN)
     kwargs = dict(r=SFT_RANK, alpha=32, dropout=0.05, max_steps=SFT_STEPS, learning_rate=SFT_LR, batch_size=SFT_BATCH, seed=0)
-    eval_rows = oracles.load_checker().load_examples(DATASETS / "sft" / "eval.jsonl")[:SFT_EVAL]
+    eval_rows = oracles.load_checker().load_examples(COURSE.datasets / "sft" / "eval.jsonl")[:SFT_EVAL]
     tok = oracles.tokenizer()
     probe_ids = torch.tensor([tok.apply_chat_template(eval_rows[0]["messages"], tokenize=True, return_dict=True)["input_ids"]])
     seen = submission.probe(probes.watch_sft, MODEL_DIR, train_path, str(tmp_path / "adapter"), kwargs,

@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from grader.tasks import DATASETS
+from grader.course import COURSE
 
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "gemma", "mixtral")
 HEAD_DIMS = (8, 12, 16, 32)
@@ -114,7 +114,7 @@ def gpt2(rng, *, tied=None, n_inner=None, layers=(1, 3)):
 # ---------------------------------------------------------------- configs derived from the model zoo
 
 def zoo_config(name):
-    return json.loads((DATASETS / "configs" / f"{name}.json").read_text(encoding="utf-8"))
+    return json.loads((COURSE.datasets / "configs" / f"{name}.json").read_text(encoding="utf-8"))
 
 
 def derived(rng, name):

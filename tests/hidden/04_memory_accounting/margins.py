@@ -19,8 +19,8 @@ COURSE_ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(COURSE_ROOT))
 
 from grader.core.checks import sibling_module  # noqa: E402
+from grader.course import COURSE  # noqa: E402
 from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of  # noqa: E402
-from grader.tasks import task_named  # noqa: E402
 from grader.worker.loading import load_module  # noqa: E402
 
 suite = sibling_module(__file__, "test_memory_hidden")
@@ -83,7 +83,7 @@ def at_seed(seed, loaded):
 
 def main():
     seeds = range(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
-    loaded = list(modules(task_named("04")))
+    loaded = list(modules(COURSE.task_named("04")))
     worst = {}                                   # (kind, name) -> largest error at each seed
     raises = set()
     for seed in seeds:

@@ -31,10 +31,10 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.pytorch_utils import Conv1D
 
 from grader.core.suite_helpers import one_torch_thread, quiet_libraries
-from grader.tasks import DATASETS
+from grader.course import COURSE
 
-ZOO = DATASETS / "configs"
-MANIFEST = DATASETS / "MANIFEST.json"
+ZOO = COURSE.datasets / "configs"
+MANIFEST = COURSE.datasets / "MANIFEST.json"
 DTYPES = {2: torch.bfloat16, 4: torch.float32}
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from grader.core.checks import sibling_module
 from grader.core.submission import StudentError
-from grader.tasks import EXERCISES
+from grader.course import COURSE
 from grader.worker.loading import load_module
 
 oracles = sibling_module(__file__, "oracles")
@@ -771,7 +771,7 @@ def oom_cases(rng):
 OOM_ORDER = ("weights", "grads", "optimizer", "activations", "kv_cache")
 # The README's optimizer-state bytes, read where the course declares them (the stub learners
 # start from), never restated here.
-MOMENT_BYTES = load_module(EXERCISES / "04_memory_accounting" / "memory.py").OPTIMIZER_STATE_BYTES
+MOMENT_BYTES = load_module(COURSE.exercises / "04_memory_accounting" / "memory.py").OPTIMIZER_STATE_BYTES
 
 
 def trusted_blocks(case):

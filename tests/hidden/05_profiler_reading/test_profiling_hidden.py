@@ -41,7 +41,7 @@ from grader.core.checks import (
     examples_from_the_seed,  # noqa: F401  (autouse: hypothesis examples from the seed)
     sibling_module,
 )
-from grader.tasks import DATASETS
+from grader.course import COURSE
 
 probes = sibling_module(__file__, "probes")
 scenarios = sibling_module(__file__, "scenarios")
@@ -94,8 +94,8 @@ def slim(trace):
 def shipped_profiles():
     profiles = {}
     for name in [*CUDA_FIXTURES, "cpu_train_step"]:
-        table = json.loads((DATASETS / "profiles" / f"{name}.table.json").read_text())["rows"]
-        with gzip.open(DATASETS / "profiles" / f"{name}.trace.json.gz") as stream:
+        table = json.loads((COURSE.datasets / "profiles" / f"{name}.table.json").read_text())["rows"]
+        with gzip.open(COURSE.datasets / "profiles" / f"{name}.trace.json.gz") as stream:
             profiles[name] = (table, slim(json.load(stream)))
     return profiles
 

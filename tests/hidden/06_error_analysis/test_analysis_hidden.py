@@ -18,12 +18,12 @@ import pytest
 
 from grader.core.checks import learner_file, learner_path, sibling_module
 from grader.core.plot_reading import FigureUnreadable, read_figure
-from grader.tasks import EXERCISES
+from grader.course import COURSE
 from grader.worker.loading import load_module
 
 runs = sibling_module(__file__, "runs")
 structure = sibling_module(__file__, "structure")
-probes = load_module(EXERCISES / "06_error_analysis" / "probes.py")     # the visible tests' reading, shared
+probes = load_module(COURSE.exercises / "06_error_analysis" / "probes.py")     # the visible tests' reading, shared
 
 # Accuracies are fractions of at most a few hundred questions and the bootstrap's quantiles
 # interpolate between such fractions: correct solutions (pandas and polars alike) agree with the

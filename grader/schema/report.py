@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal, TypedDict, get_args
 
-from grader.reports.record import RunRecord, combined_run
+from grader.schema.record import RunRecord, combined_run
 from grader.worker.loading import Location
 
 SCHEMA = "l1-exercises/score-report"
@@ -72,22 +72,6 @@ class SubmissionInfo(TypedDict, total=False):
 def location_text(location: Location) -> str:
     """The learner's line a lost test points at, as every format says it."""
     return f"Your line {location['line']}, in {location['function']}: {location['code']}"
-
-
-FULL_TRACE_NOTE = "(pytest --full-trace shows the whole traceback, the course's frames too)"
-
-
-def failure_text(test: TestResult, learner_frames: list[dict] | None = None) -> str:
-    """A lost visible test as pytest's failure section shows it to the learner: the feedback
-    (ending with the README section to reread), their own frames when their code raised through
-    several, their line, and how to see everything."""
-    lines = [test.feedback]
-    if learner_frames and len(learner_frames) > 1:
-        lines.append("Your code, the outermost call first:")
-        lines += [f"  line {frame['line']}, in {frame['function']}: {frame['code']}" for frame in learner_frames]
-    if test.location:
-        lines.append(location_text(test.location))
-    return "\n".join([*lines, FULL_TRACE_NOTE])
 
 
 class ReportError(ValueError):

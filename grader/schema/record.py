@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TypedDict
 
-from grader.tasks import DATASETS
+from grader.course import COURSE
 
 _PACKAGES = ("torch", "numpy", "transformers", "peft", "trl", "datasets", "pytest", "hypothesis")
 
@@ -45,7 +45,7 @@ def _git(path: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def data_version(datasets_dir: Path = DATASETS) -> str | None:
+def data_version(datasets_dir: Path = COURSE.datasets) -> str | None:
     """The digest `datasets/MANIFEST.json` gives the data files, or None before the first build."""
     try:
         return json.loads((datasets_dir / "MANIFEST.json").read_text())["data_version"]

@@ -1,39 +1,88 @@
-"""The course's tasks, discovered from its folders, and where a submission keeps each module.
+"""The course: its root folder, its tasks discovered from their folders, and where a submission
+keeps each module.
 
 A task is an exercise folder `exercises/NN_name/` holding one learner module `<module>.py`
 beside its visible tests `test_<module>.py`. Nothing else declares tasks, so adding an
-exercise folder is all it takes to add a task.
+exercise folder is all it takes to add a task. `COURSE` is the course this package grades;
+any other folder laid out the same way is a course too (a suite author's small test course).
 """
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, field
+from functools import cache, cached_property
 from pathlib import Path
 
-COURSE_ROOT = Path(__file__).resolve().parent.parent
-EXERCISES = COURSE_ROOT / "exercises"
-SOLUTIONS = COURSE_ROOT / "solutions"
-HIDDEN = COURSE_ROOT / "tests" / "hidden"
-DATASETS = COURSE_ROOT / "datasets"
 # Beside each hidden suite, what only `grader audit` reads: the mutants and alternatives
 # (near-references) and the independent solution. Grading never needs them, and a machine where
 # learner code runs should not hold them.
 VARIANTS, INDEPENDENT_DIR = "variants.py", "independent"
 AUDIT_ONLY = (VARIANTS, INDEPENDENT_DIR)
+SECRET_NAME = ".grader-secret"
 
 _TASK_DIR = re.compile(r"^\d\d_[a-z0-9_]+$")
 
 
-def course_session_options() -> list[str]:
-    """The pytest options of every session that runs the course's suites (a grading, a collection
-    of their points): the course's root and configuration, and nothing of the project's own
-    development setup (`tests/conftest.py`, above the hidden suites, is not loaded: the suites keep
-    no conftest of their own), so that a grading here and one from the Gradescope zip run the same
-    session."""
-    return ["--rootdir", str(COURSE_ROOT), "-c", str(COURSE_ROOT / "pyproject.toml"), "--noconftest",
-            "-p", "no:cacheprovider"]
+@dataclass(frozen=True)
+class Course:
+    root: Path
+
+    @property
+    def exercises(self) -> Path:
+        return self.root / "exercises"
+
+    @property
+    def solutions(self) -> Path:
+        return self.root / "solutions"
+
+    @property
+    def hidden(self) -> Path:
+        return self.root / "tests" / "hidden"
+
+    @property
+    def datasets(self) -> Path:
+        return self.root / "datasets"
+
+    @property
+    def secret_file(self) -> Path:
+        return self.root / SECRET_NAME
+
+    def session_options(self) -> list[str]:
+        """The pytest options of every session that runs the course's suites (a grading, a collection
+        of their points): the course's root and configuration, and nothing of the project's own
+        development setup (`tests/conftest.py`, above the hidden suites, is not loaded: the suites keep
+        no conftest of their own), so that a grading here and one from the Gradescope zip run the same
+        session."""
+        return ["--rootdir", str(self.root), "-c", str(self.root / "pyproject.toml"), "--noconftest",
+                "-p", "no:cacheprovider"]
+
+    def tasks(self) -> tuple[Task, ...]:
+        """Every exercise folder that holds exactly one learner module (a project test checks
+        that no folder is left out for lacking one)."""
+        return self._tasks
+
+    @cached_property
+    def _tasks(self) -> tuple[Task, ...]:
+        if not self.exercises.is_dir():
+            return ()
+        found = (_task_from_dir(self, d) for d in sorted(self.exercises.iterdir()) if _TASK_DIR.match(d.name))
+        return tuple(task for task in found if task is not None)
+
+    def task_named(self, name: str) -> Task:
+        """Accept the folder name or its number prefix ("01", "1")."""
+        for task in self.tasks():
+            if name in (task.name, task.name[:2], task.name[:2].lstrip("0")):
+                return task
+        known = ", ".join(t.name for t in self.tasks())
+        raise KeyError(f"no task {name!r}; the tasks are: {known}")
+
+    def task_of_path(self, path: Path) -> Task | None:
+        """The task a test file belongs to: its folder is named after the task."""
+        return _task_of_path(self, Path(path).resolve())
+
+    def is_hidden(self, path: Path) -> bool:
+        return Path(path).resolve().is_relative_to(self.hidden.resolve())
 
 
 @dataclass(frozen=True)
@@ -41,14 +90,19 @@ class Task:
     name: str     # the folder name, e.g. "01_einsum_attention"
     module: str   # the learner's module, e.g. "attention"
     title: str    # the README's first heading
+    course: Course = field(repr=False)
 
     @property
     def exercise_dir(self) -> Path:
-        return EXERCISES / self.name
+        return self.course.exercises / self.name
 
     @property
     def hidden_dir(self) -> Path:
-        return HIDDEN / self.name
+        return self.course.hidden / self.name
+
+    @property
+    def reference_module(self) -> Path:
+        return self.course.solutions / self.name / f"{self.module}.py"
 
     @property
     def variants_file(self) -> Path:
@@ -80,30 +134,15 @@ class Task:
         return files
 
 
-@cache
-def all_tasks() -> tuple[Task, ...]:
-    """Every exercise folder that holds exactly one learner module (a project test checks
-    that no folder is left out for lacking one)."""
-    tasks = (_task_from_dir(d) for d in sorted(EXERCISES.iterdir()) if _TASK_DIR.match(d.name))
-    return tuple(task for task in tasks if task is not None)
-
-
-def task_named(name: str) -> Task:
-    """Accept the folder name or its number prefix ("01", "1")."""
-    for task in all_tasks():
-        if name in (task.name, task.name[:2], task.name[:2].lstrip("0")):
-            return task
-    known = ", ".join(t.name for t in all_tasks())
-    raise KeyError(f"no task {name!r}; the tasks are: {known}")
+COURSE = Course(Path(__file__).resolve().parent.parent)
 
 
 @cache
-def task_of_path(path: Path) -> Task | None:
-    """The task a test file belongs to: its folder is named after the task."""
-    for part in reversed(Path(path).resolve().parts):
+def _task_of_path(course: Course, path: Path) -> Task | None:
+    for part in reversed(path.parts):
         if _TASK_DIR.match(part):
             try:
-                return task_named(part)
+                return course.task_named(part)
             except KeyError:
                 return None
     return None
@@ -123,7 +162,7 @@ def learner_modules(folder: Path) -> list[str]:
                   if not p.name.startswith(("test_", "conftest")) and p.name != "probes.py")
 
 
-def _task_from_dir(folder: Path) -> Task | None:
+def _task_from_dir(course: Course, folder: Path) -> Task | None:
     modules = learner_modules(folder)
     if len(modules) != 1:
         return None
@@ -132,7 +171,7 @@ def _task_from_dir(folder: Path) -> Task | None:
     if readme.exists():
         first = next((line for line in readme.read_text(encoding="utf-8").splitlines() if line.startswith("# ")), "")
         title = first.removeprefix("# ").strip() or title
-    return Task(folder.name, modules[0], title)
+    return Task(folder.name, modules[0], title, course)
 
 
 def locate_module(root: Path, task: Task) -> Path:

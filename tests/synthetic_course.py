@@ -1,0 +1,140 @@
+"""A small course written on the fly, for testing the engine without grading a real exercise.
+
+Two tasks: `01_demo` (a learner module `demo.py`, a visible and a hidden suite whose tests pass,
+fail, skip, hang, crash and run out of memory as the learner's module makes them) and
+`02_other` (one function, one visible test). `write` lays the course out as the real one is laid
+out; `learner_tree` writes a submission in the course layout."""
+from pathlib import Path
+
+from grader.course import Course
+
+README = """# Exercise 01: doubling
+
+## Doubling
+Return twice the input.
+"""
+
+STUB = '''def double(x):
+    raise NotImplementedError("double: see README section \\"Doubling\\"")
+'''
+
+REFERENCE = '''import os
+import signal
+
+
+def double(x):
+    return 2 * x
+
+
+def hang():
+    while True:
+        pass
+
+
+def crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hog():
+    blocks = []
+    while True:
+        blocks.append(bytearray(64 << 20))
+'''
+
+VISIBLE = '''import pytest
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Doubling")
+@pytest.mark.timeout(3)
+def test_doubles_two(submission):
+    assert submission.double(2) == 4
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Doubling")
+def test_doubles_zero(submission):
+    assert submission.double(0) == 0
+'''
+
+HIDDEN = '''import pytest
+
+SECRET_INPUT = 12345
+
+
+@pytest.mark.points(2)
+@pytest.mark.concept("Doubling")
+def test_doubles_a_hidden_input(submission):
+    assert submission.double(SECRET_INPUT) == 2 * SECRET_INPUT
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Doubling")
+def test_doubling_is_exact(submission):
+    assert submission.double(3) == 6, "3 doubled should be 6"
+
+
+@pytest.mark.points(1)
+def test_skipped_by_its_own_code(submission):
+    pytest.skip("not today")
+
+
+@pytest.mark.points(1)
+@pytest.mark.gpu
+def test_on_a_gpu(submission):
+    assert submission.double(1) == 2
+
+
+@pytest.mark.points(1)
+@pytest.mark.timeout(3)
+def test_that_hangs(submission):
+    submission.hang()
+
+
+@pytest.mark.points(1)
+def test_that_crashes(submission):
+    submission.crash()
+
+
+@pytest.mark.points(1)
+def test_that_hogs_memory(submission):
+    submission.hog()
+
+
+@pytest.mark.points(1)
+def test_runs_last(submission):
+    assert submission.double(0) == 0
+'''
+
+OTHER = {"exercises/02_other/README.md": "# Exercise 02: tripling\n\n## Tripling\nReturn three times the input.\n",
+         "exercises/02_other/other.py": "def triple(x):\n    raise NotImplementedError\n",
+         "exercises/02_other/test_other.py": "import pytest\n\n\n@pytest.mark.points(3)\n@pytest.mark.concept(\"Tripling\")\n"
+                                             "def test_triples(submission):\n    assert submission.triple(2) == 6\n",
+         "solutions/02_other/other.py": "def triple(x):\n    return 3 * x\n"}
+
+PYPROJECT = """[tool.pytest.ini_options]
+timeout = 60
+"""
+
+
+def write(root: Path) -> Course:
+    for path, text in {"pyproject.toml": PYPROJECT, "exercises/01_demo/README.md": README,
+                       "exercises/01_demo/demo.py": STUB, "exercises/01_demo/test_demo.py": VISIBLE,
+                       "tests/hidden/01_demo/test_demo_hidden.py": HIDDEN,
+                       "solutions/01_demo/demo.py": REFERENCE, **OTHER}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return Course(root)
+
+
+def learner_tree(root: Path, demo: str | None, layout: str = "course", other: bool = False) -> Path:
+    """A submission: `demo` as 01's module (None: missing) in the course layout, a clone of a fork
+    (`exercises/NN_name/`) or a flat upload; with `other`, the reference of 02 beside it."""
+    folder = {"course": root / "01_demo", "fork": root / "exercises" / "01_demo", "flat": root}[layout]
+    folder.mkdir(parents=True, exist_ok=True)
+    if demo is not None:
+        (folder / "demo.py").write_text(demo)
+    if other:
+        (root / "02_other").mkdir()
+        (root / "02_other" / "other.py").write_text(OTHER["solutions/02_other/other.py"])
+    return root

@@ -1,0 +1,196 @@
+"""The plugin's semantics on a small synthetic course, under pytester: points, concepts,
+stop-on-concept and every outcome (pass, fail, skip, timeout, crash, out of memory, collection and
+import errors, a GPU test not graded), each read from the score report the session writes.
+
+The course is one task, `01_demo`, with a visible and a hidden suite; the learner's tree is
+written per test. A session runs as the runner runs one (`--grading-spec`, the course's own root
+and configuration, no conftest) or as a learner's plain `pytest` does (options). Nothing here
+grades a real exercise, so each check takes a second or two."""
+import json
+from pathlib import Path
+
+import pytest
+
+from grader.core import isolation
+from grader.core.sandbox import Limits
+from grader.core.spec import GradingSpec
+from grader.course import Course
+from grader.worker.loading import sibling_module
+
+pytest_plugins = ["pytester"]
+
+synthetic = sibling_module(__file__, "synthetic_course")
+REFERENCE = synthetic.REFERENCE
+
+
+@pytest.fixture
+def course(pytester) -> Course:
+    return synthetic.write(pytester.path / "course")
+
+
+def learner_tree(pytester, source: str | None) -> Path:
+    return synthetic.learner_tree(pytester.path / "learner", source)
+
+
+def grade(pytester, course: Course, impl: Path, *extra: str, backend: str = "worker", concept: str | None = None,
+          suite_files: tuple[str, ...] = ()) -> dict:
+    """A session as the runner starts one, with its spec; the report it wrote, as JSON."""
+    limits = Limits(memory_mb=256)
+    report = pytester.path / "report.json"
+    spec = GradingSpec(course=course, impl=impl, backend=backend, isolation=isolation.resolve("none", backend, limits),
+                       limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=report,
+                       stop_on_concept=concept).write(pytester.path / "spec.json")
+    task = course.task_named("01")
+    paths = [str(course.root / f) for f in suite_files] or [str(p) for p in task.suite_paths(hidden=True)]
+    pytester.runpytest_subprocess(*paths, "--grading-spec", str(spec), *course.session_options(), *extra)
+    return json.loads(report.read_text())
+
+
+def results(report: dict) -> dict[str, dict]:
+    return {test["id"].rsplit("::", 1)[1]: test for task in report["tasks"] for test in task["tests"]}
+
+
+@pytest.fixture
+def reference_report(pytester, course):
+    return grade(pytester, course, learner_tree(pytester, REFERENCE))
+
+
+def test_a_passing_test_earns_its_points(reference_report):
+    graded = results(reference_report)
+    assert graded["test_doubles_two"].items() >= {"status": "passed", "points": 1.0, "suite": "visible",
+                                                  "graded": True}.items()
+    assert graded["test_doubles_a_hidden_input"]["status"] == "passed"
+    assert graded["test_doubles_a_hidden_input"]["points"] == 2.0
+    assert graded["test_doubles_a_hidden_input"]["suite"] == "hidden"
+
+
+def test_a_skip_by_the_tests_own_code_is_a_lost_test(reference_report):
+    skipped = results(reference_report)["test_skipped_by_its_own_code"]
+    assert (skipped["status"], skipped["graded"], skipped["points"]) == ("skipped", True, 0.0)
+    assert skipped["feedback"] == "not today"
+
+
+def test_a_gpu_test_is_not_graded_without_cuda(reference_report):
+    gpu = results(reference_report)["test_on_a_gpu"]
+    assert (gpu["status"], gpu["graded"]) == ("skipped", False)
+    task = reference_report["tasks"][0]
+    graded_max = sum(t["max_points"] for t in task["tests"] if t["graded"])
+    assert reference_report["run"]["metrics"]["max_score"] == graded_max == 10.0      # 11 declared, the GPU point left out
+
+
+def test_a_hang_is_a_timeout_and_costs_that_test_alone(reference_report):
+    graded = results(reference_report)
+    assert graded["test_that_hangs"]["status"] == "timeout"
+    assert graded["test_runs_last"]["status"] == "passed"
+
+
+def test_a_crash_is_reported_as_one(reference_report):
+    crashed = results(reference_report)["test_that_crashes"]
+    assert crashed["status"] == "crashed"
+    assert "SIGSEGV" in crashed["feedback"]
+
+
+def test_running_out_of_memory_is_a_crash_that_says_so(reference_report):
+    hog = results(reference_report)["test_that_hogs_memory"]
+    assert hog["status"] == "crashed"
+    assert "out of memory" in hog["feedback"] and "256 MB" in hog["feedback"]
+
+
+def test_the_report_records_the_spec_it_was_given(reference_report):
+    run = reference_report["run"]
+    assert run["run_id"] == "run-1" and run["seed"] == 7
+    assert run["config"]["seed_from"] == "a test"
+    assert reference_report["isolation"]["level"] == "none"
+
+
+def test_a_failed_check_gives_its_words_and_the_readme_section(pytester, course):
+    wrong = REFERENCE.replace("return 2 * x", "return 2 * x + (x == 3)")
+    failed = results(grade(pytester, course, learner_tree(pytester, wrong)))["test_doubling_is_exact"]
+    assert (failed["status"], failed["points"]) == ("failed", 0.0)
+    assert failed["feedback"] == '3 doubled should be 6\nReread: README section "Doubling".'
+
+
+def test_hidden_feedback_never_quotes_the_hidden_test(pytester, course):
+    wrong = REFERENCE.replace("return 2 * x", "return x")
+    failed = results(grade(pytester, course, learner_tree(pytester, wrong)))["test_doubles_a_hidden_input"]
+    assert failed["status"] == "failed"
+    assert "SECRET_INPUT" not in failed["feedback"] and "12345" not in failed["feedback"]
+
+
+@pytest.mark.parametrize("source, words", [
+    (None, "demo.py was not found"),
+    ("import sys\nsys.exit(0)\n", "SystemExit"),
+    ("def double(x:\n", "SyntaxError"),
+    ("raise RuntimeError('at import')\n", "RuntimeError: at import"),
+])
+def test_a_module_that_does_not_import_scores_zero_with_a_clear_message(pytester, course, source, words):
+    report = grade(pytester, course, learner_tree(pytester, source), suite_files=("exercises/01_demo",))
+    test = results(report)["test_doubles_two"]
+    assert (test["status"], test["points"]) == ("error", 0.0)
+    assert words in test["feedback"]
+
+
+def test_a_suite_that_cannot_be_collected_is_a_problem_of_the_report(pytester, course):
+    (course.hidden / "01_demo" / "test_broken.py").write_text("def test_(:\n")
+    report = grade(pytester, course, learner_tree(pytester, REFERENCE), "-k", "doubles")
+    assert any("could not collect" in problem and "test_broken.py" in problem for problem in report["problems"])
+
+
+def test_a_test_without_points_is_refused(pytester, course):
+    (course.hidden / "01_demo" / "test_pointless.py").write_text("def test_x(submission):\n    pass\n")
+    spec = GradingSpec(course=course, impl=learner_tree(pytester, REFERENCE), backend="inprocess",
+                       isolation=isolation.resolve("none", "inprocess", Limits()), limits=Limits(), seed=0,
+                       seed_from="a test").write(pytester.path / "spec.json")
+    result = pytester.runpytest_subprocess(str(course.hidden), "--grading-spec", str(spec), *course.session_options())
+    result.stderr.fnmatch_lines(["*test_x has no @pytest.mark.points(n)*"])
+    assert result.ret != 0
+
+
+def test_stop_on_concept_runs_the_concept_first_and_stops_at_its_failure(pytester, course):
+    wrong = REFERENCE.replace("return 2 * x", "return 2 * x + (x == 3)")
+    report = grade(pytester, course, learner_tree(pytester, wrong), concept="Doubling")
+    ran = results(report)
+    assert report["stopped_early"] == "a test of concept 'Doubling' failed"
+    assert ran["test_doubling_is_exact"]["status"] == "failed"
+    assert "test_that_hangs" not in ran and "test_runs_last" not in ran      # the other concepts' tests never ran
+
+
+def test_the_in_process_backend_grades_the_same_points(pytester, course):
+    safe = "\n".join(REFERENCE.split("\n\n\ndef hang")[:1]) + "\n"
+    report = grade(pytester, course, learner_tree(pytester, safe), "-k", "doubl", backend="inprocess")
+    assert {name: t["status"] for name, t in results(report).items()} == {
+        "test_doubles_two": "passed", "test_doubles_zero": "passed", "test_doubles_a_hidden_input": "passed",
+        "test_doubling_is_exact": "passed"}
+    assert report["isolation"]["level"] == "in-process"
+
+
+def test_a_plain_pytest_run_is_its_own_edge(pytester, course):
+    """The learner's `pytest exercises/NN`: the options make the spec; the stub's feedback is its own."""
+    report = pytester.path / "plain.json"
+    pytester.runpytest_subprocess(str(course.exercises / "01_demo"), "--course", str(course.root),
+                                  "--score-report", str(report), *course.session_options())
+    test = results(json.loads(report.read_text()))["test_doubles_two"]
+    assert test["status"] == "failed"
+    assert test["feedback"].startswith("double() is not implemented yet")
+    assert json.loads(report.read_text())["submission"]["path"] == str((course.exercises).resolve())
+
+
+def test_a_spec_and_a_grading_option_together_are_refused(pytester, course):
+    spec = GradingSpec(course=course, impl=course.solutions, backend="inprocess",
+                       isolation=isolation.resolve("none", "inprocess", Limits()), limits=Limits(), seed=0,
+                       seed_from="a test").write(pytester.path / "spec.json")
+    result = pytester.runpytest_subprocess(str(course.exercises), "--grading-spec", str(spec), "--impl", "elsewhere",
+                                           *course.session_options())
+    result.stderr.fnmatch_lines(["*--grading-spec says how to grade: leave out --impl*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_spec_reads_back_as_written(tmp_path, course):
+    limits = Limits(memory_mb=300, cpus=0.5)
+    spec = GradingSpec(course=course, impl=tmp_path, backend="worker", isolation={"level": "none", "reason": "why"},
+                       limits=limits, seed=3, seed_from="x", run_id="r", score_report=tmp_path / "r.json",
+                       worker_logs=None, stop_on_concept="Doubling")
+    assert GradingSpec.read(spec.write(tmp_path / "spec.json")) == spec
+    with pytest.raises(ValueError, match="backend 'thread'"):
+        spec.but(backend="thread")
+
