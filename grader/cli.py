@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -19,8 +21,8 @@ from rich.markup import escape
 from grader import logs
 from grader.core import isolation, sandbox, uid_jail
 from grader.course import COURSE, locate_module
+from grader.delivery import CHANNELS, Channel, Refused
 from grader.reports.formats import FORMATS
-from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from grader.reports.render import batch_table, print_report
 from grader.running import batch, runner
 from grader.schema.report import ScoreReport, unwritten_reason, write_text_atomically
@@ -120,59 +122,15 @@ def _parser() -> argparse.ArgumentParser:
                             "in-process by default (faster); `worker` audits through the official path")
     audit.set_defaults(command=_audit)
 
-    k8s = commands.add_parser("k8s-job", help="write a Kubernetes Indexed Job that grades a batch in shards")
-    k8s.add_argument("--image", required=True, help="the course's image: the full course installed, `grader` on the PATH")
-    k8s.add_argument("--shards", type=int, required=True, metavar="N", help="pods to complete, each one slice")
-    k8s.add_argument("--parallelism", type=int, metavar="P", help="pods at once (default: every shard)")
-    k8s.add_argument("--claim", required=True, metavar="PVC",
-                     help="the PersistentVolumeClaim holding the submissions and receiving the out-dir")
-    k8s.add_argument("--submissions-path", default="submissions", metavar="DIR",
-                     help="the submissions' folder in the claim: one folder or zip each (default submissions)")
-    k8s.add_argument("--out-path", default="grading", metavar="DIR", help="the out-dir in the claim (default grading)")
-    k8s.add_argument("--level", choices=("sandbox", "uid"), default="sandbox",
-                     help="the isolation the pods give learner code, and the security context it needs "
-                          "(docs/instructor/large-class.md; default sandbox)")
-    k8s.add_argument("--jobs", type=int, default=1, help="gradings at once in each pod (its cores and memory follow)")
-    k8s.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
-    k8s.add_argument("--gpus", type=int, default=0, help="GPUs of each pod (nvidia.com/gpu; default 0)")
-    k8s.add_argument("--course-root", default="/course", metavar="DIR", help="where the image holds the course")
-    k8s.add_argument("--course-secret", metavar="SECRET",
-                     help="a Kubernetes Secret whose key grader-secret holds the course's .grader-secret, so "
-                          "that every pod draws a submission's hidden inputs alike")
-    k8s.add_argument("--name", default="grader-batch", help="the Job's name (default grader-batch)")
-    k8s.add_argument("--output", "-o", type=Path, metavar="OUT.yaml", help="write here (default: standard output)")
-    k8s.set_defaults(command=_k8s_job)
-
     summary = commands.add_parser("summary", help="the class summary of a folder of score reports")
     summary.add_argument("folder", type=Path, metavar="DIR",
                          help="a batch's folder: DIR/<submission>/score_report.json (as grade --out-dir writes)")
     summary.set_defaults(command=_summary)
 
-    release = commands.add_parser("release", help="write the student repository (no hidden suite, no reference)")
-    release.add_argument("out", type=Path, metavar="OUT_DIR", help="a new or empty folder")
-    release.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="release only these tasks")
-    release.add_argument("--lang", choices=("en", "zh-CN"), default="en",
-                         help="the language of README.md, the course's and each exercise's (default en)")
-    release.add_argument("--classroom", action="store_true",
-                         help="add the GitHub Classroom autograding workflow (visible tests, practice feedback)")
-    release.set_defaults(command=_release)
-
-    gradescope = commands.add_parser("gradescope", help="write the Gradescope autograder zip")
-    gradescope.add_argument("out", type=Path, metavar="OUT.zip")
-    gradescope.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="grade only these tasks")
-    gradescope.add_argument("--hidden-visibility", choices=VISIBILITIES, default=DEFAULT_HIDDEN_VISIBILITY,
-                            help="when learners see the hidden suites' results (default after_published)")
-    gradescope.add_argument("--wheels", type=Path, metavar="DIR",
-                            help="bundle these wheels, so that setup.sh installs offline")
-    gradescope.set_defaults(command=_gradescope)
-
-    nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course directory, one assignment per exercise")
-    nbgrader.add_argument("course_dir", type=Path, metavar="COURSE_DIR", help="created or updated")
-    nbgrader.add_argument("--tasks", nargs="+", default=[], metavar="TASK", help="only these tasks (default: all)")
-    nbgrader.add_argument("--lang", choices=("en", "zh-CN"), default="en", help="language of the notebooks (default en)")
-    nbgrader.add_argument("--gpu", action="store_true",
-                          help="the autograder has a CUDA GPU: GPU tests count toward the grade (default: left out)")
-    nbgrader.set_defaults(command=_nbgrader)
+    for channel in CHANNELS:
+        command = commands.add_parser(channel.command, help=channel.help)
+        channel.add_options(command)
+        command.set_defaults(command=functools.partial(_deliver, channel))
     return parser
 
 
@@ -423,26 +381,6 @@ def _audit(args, tasks, console) -> int:
     return OK if all(a.ok for a in audits) else FAILED
 
 
-def _k8s_job(args, tasks, console) -> int:
-    from grader.delivery import kubernetes
-    if args.shards < 1 or (args.parallelism is not None and args.parallelism < 1) or args.jobs < 1:
-        console.print("[red]--shards, --parallelism and --jobs count from 1[/]")
-        return USAGE
-    manifest = kubernetes.indexed_job(
-        name=args.name, image=args.image, shards=args.shards, parallelism=args.parallelism, claim=args.claim,
-        submissions_path=args.submissions_path, out_path=args.out_path, level=args.level, jobs=args.jobs,
-        tasks=[task.name for task in tasks] if args.tasks else [], gpus=args.gpus, course_root=args.course_root,
-        secret=args.course_secret)
-    text = kubernetes.to_yaml(manifest)
-    if args.output is None:
-        sys.stdout.write(text)
-        return OK
-    write_text_atomically(args.output, text)
-    console.print(f"wrote {escape(str(args.output))}: kubectl apply -f {escape(str(args.output))}, then, once the "
-                  f"Job is complete, grader summary on the out-dir")
-    return OK
-
-
 def _summary(args, tasks, console) -> int:
     from grader.reports.summary import load_entries, write_class_summary
     entries = load_entries(args.folder) if args.folder.is_dir() else []
@@ -460,71 +398,26 @@ def _summary(args, tasks, console) -> int:
     return INCOMPLETE if failed or unreadable or any(not e.report.complete for e in entries if e.report) else OK
 
 
-def _nbgrader(args, tasks, console) -> int:
-    delivery = _delivery("nbgrader", console)
-    if delivery is None:
-        return USAGE
+def _deliver(channel: Channel, args, tasks, console) -> int:
+    """`grader <channel>`: what its module (`grader.delivery.<module>`) delivers, said on the
+    console; a refusal (the course's files, or the options, do not fit) said instead."""
     try:
-        with console.status("collecting the suites, writing the notebooks"):
-            notebooks = delivery.write_course(args.course_dir, tasks, args.lang, count_gpu_tests=args.gpu)
-    except delivery.BuildError as exc:
-        console.print(f"[red]{exc}[/]")
-        return FAILED
-    console.print(f"wrote {args.course_dir / 'nbgrader_config.py'} and {len(notebooks)} notebook(s):")
-    for path in notebooks:
-        console.print(f"  {path}")
-    console.print(f"next, in {args.course_dir}: nbgrader generate_assignment <task> for each, then release them "
-                  "(docs/instructor/nbgrader.md)")
-    return OK
-
-
-def _release(args, tasks, console) -> int:
-    def build(delivery):
-        with console.status("writing the release"):
-            return delivery.build_release(args.out, tasks, lang=args.lang, classroom=args.classroom)
-    return _deliver("release", "ReleaseError", build, console, lambda made: (
-        f"release written to {made.root}: {', '.join(t.name for t in made.tasks)}; "
-        f"data: {', '.join(made.datasets) or 'none'}; {made.files} files, {_size(made.bytes)}"))
-
-
-def _gradescope(args, tasks, console) -> int:
-    def build(delivery):
-        return delivery.build_autograder(args.out, tasks, hidden_visibility=args.hidden_visibility, wheels=args.wheels)
-    return _deliver("gradescope", "AutograderError", build, console, lambda made: (
-        f"Gradescope autograder written to {made.path}: {', '.join(t.name for t in made.tasks)}; "
-        f"{made.files} files, {_size(made.bytes)}"))
-
-
-def _deliver(name: str, refusal: str, build, console, written) -> int:
-    """Build what `grader.delivery.<name>` makes; the module's `refusal` error (the course's files
-    do not fit) is said on the console, and what was written is described by `written(made)`."""
-    delivery = _delivery(name, console)
-    if delivery is None:
-        return USAGE
-    try:
-        made = build(delivery)
-    except getattr(delivery, refusal) as exc:
-        console.print(f"[red]{exc}[/]")
-        return USAGE
-    console.print(written(made))
-    return OK
-
-
-def _delivery(name: str, console):
-    """A module of grader.delivery, or None (said on the console) in a student release, which does
-    not carry it."""
-    import importlib
-    try:
-        return importlib.import_module(f"grader.delivery.{name}")
+        delivery = importlib.import_module(f"grader.delivery.{channel.module}")
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("grader.delivery"):
-            console.print(f"[red]`grader {name}` needs the full course: a student release does not carry it[/]")
-            return None
+            console.print(f"[red]`grader {channel.command}` needs the full course: a student release does not carry it[/]")
+            return USAGE
         raise
+    try:
+        with console.status(channel.busy) if channel.busy else contextlib.nullcontext():
+            said = delivery.deliver(args, tasks)
+    except Refused as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return USAGE
+    if said:
+        console.print(escape(said))
+    return OK
 
-
-def _size(n_bytes: int) -> str:
-    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e5 else f"{n_bytes / 1e3:.1f} kB"
 
 if __name__ == "__main__":
     sys.exit(main())

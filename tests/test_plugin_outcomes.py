@@ -1,12 +1,15 @@
-"""The plugin's semantics on a small synthetic course, under pytester: points, concepts,
+"""The plugin's semantics on a small synthetic course: points, concepts,
 stop-on-concept and every outcome (pass, fail, skip, timeout, crash, out of memory, collection and
 import errors, a GPU test not graded), each read from the score report the session writes.
 
 The course is one task, `01_demo`, with a visible and a hidden suite; the learner's tree is
-written per test. A session runs as the runner runs one (`--grading-spec`, the course's own root
-and configuration, no conftest) or as a learner's plain `pytest` does (options). Nothing here
-grades a real exercise, so each check takes a second or two."""
+written per test. A session (a pytest process of its own) runs as the runner runs one
+(`--grading-spec`, the course's own root and configuration, no conftest) or as a learner's plain
+`pytest` does (options). Nothing here grades a real exercise: each session takes a second or two,
+and the reference's report, which most checks read, is made once."""
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,42 +20,50 @@ from grader.core.spec import GradingSpec
 from grader.course import Course
 from grader.worker.loading import sibling_module
 
-pytest_plugins = ["pytester"]
-
 synthetic = sibling_module(__file__, "synthetic_course")
 REFERENCE = synthetic.REFERENCE
 
 
 @pytest.fixture
-def course(pytester) -> Course:
-    return synthetic.write(pytester.path / "course")
+def course(tmp_path) -> Course:
+    return synthetic.write(tmp_path / "course")
 
 
-def learner_tree(pytester, source: str | None) -> Path:
-    return synthetic.learner_tree(pytester.path / "learner", source)
+def learner_tree(where: Path, source: str | None) -> Path:
+    return synthetic.learner_tree(where / "learner", source)
 
 
-def grade(pytester, course: Course, impl: Path, *extra: str, backend: str = "worker", concept: str | None = None,
+def pytest_session(where: Path, *args: str) -> subprocess.CompletedProcess:
+    """A pytest process of its own, its temporary folders in `where`."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args, f"--basetemp={where / 'basetemp'}"], cwd=where,
+                          capture_output=True, text=True, timeout=300)
+
+
+def spec_for(where: Path, course: Course, impl: Path, backend: str = "worker", concept: str | None = None) -> Path:
+    limits = Limits(memory_mb=256)
+    return GradingSpec(course=course, impl=impl, backend=backend, isolation=isolation.resolve("none", backend, limits),
+                       limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=where / "report.json",
+                       stop_on_concept=concept).write(where / "spec.json")
+
+
+def grade(where: Path, course: Course, impl: Path, *extra: str, backend: str = "worker", concept: str | None = None,
           suite_files: tuple[str, ...] = ()) -> dict:
     """A session as the runner starts one, with its spec; the report it wrote, as JSON."""
-    limits = Limits(memory_mb=256)
-    report = pytester.path / "report.json"
-    spec = GradingSpec(course=course, impl=impl, backend=backend, isolation=isolation.resolve("none", backend, limits),
-                       limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=report,
-                       stop_on_concept=concept).write(pytester.path / "spec.json")
+    spec = spec_for(where, course, impl, backend, concept)
     task = course.task_named("01")
     paths = [str(course.root / f) for f in suite_files] or [str(p) for p in task.suite_paths(hidden=True)]
-    pytester.runpytest_subprocess(*paths, "--grading-spec", str(spec), *course.session_options(), *extra)
-    return json.loads(report.read_text())
+    pytest_session(where, *paths, "--grading-spec", str(spec), *course.session_options(), *extra)
+    return json.loads((where / "report.json").read_text())
 
 
 def results(report: dict) -> dict[str, dict]:
     return {test["id"].rsplit("::", 1)[1]: test for task in report["tasks"] for test in task["tests"]}
 
 
-@pytest.fixture
-def reference_report(pytester, course):
-    return grade(pytester, course, learner_tree(pytester, REFERENCE))
+@pytest.fixture(scope="module")
+def reference_report(tmp_path_factory):
+    where = tmp_path_factory.mktemp("reference")
+    return grade(where, synthetic.write(where / "course"), learner_tree(where, REFERENCE))
 
 
 def test_a_passing_test_earns_its_points(reference_report):
@@ -103,16 +114,16 @@ def test_the_report_records_the_spec_it_was_given(reference_report):
     assert reference_report["isolation"]["level"] == "none"
 
 
-def test_a_failed_check_gives_its_words_and_the_readme_section(pytester, course):
+def test_a_failed_check_gives_its_words_and_the_readme_section(tmp_path, course):
     wrong = REFERENCE.replace("return 2 * x", "return 2 * x + (x == 3)")
-    failed = results(grade(pytester, course, learner_tree(pytester, wrong)))["test_doubling_is_exact"]
+    failed = results(grade(tmp_path, course, learner_tree(tmp_path, wrong)))["test_doubling_is_exact"]
     assert (failed["status"], failed["points"]) == ("failed", 0.0)
     assert failed["feedback"] == '3 doubled should be 6\nReread: README section "Doubling".'
 
 
-def test_hidden_feedback_never_quotes_the_hidden_test(pytester, course):
+def test_hidden_feedback_never_quotes_the_hidden_test(tmp_path, course):
     wrong = REFERENCE.replace("return 2 * x", "return x")
-    failed = results(grade(pytester, course, learner_tree(pytester, wrong)))["test_doubles_a_hidden_input"]
+    failed = results(grade(tmp_path, course, learner_tree(tmp_path, wrong)))["test_doubles_a_hidden_input"]
     assert failed["status"] == "failed"
     assert "SECRET_INPUT" not in failed["feedback"] and "12345" not in failed["feedback"]
 
@@ -123,66 +134,62 @@ def test_hidden_feedback_never_quotes_the_hidden_test(pytester, course):
     ("def double(x:\n", "SyntaxError"),
     ("raise RuntimeError('at import')\n", "RuntimeError: at import"),
 ])
-def test_a_module_that_does_not_import_scores_zero_with_a_clear_message(pytester, course, source, words):
-    report = grade(pytester, course, learner_tree(pytester, source), suite_files=("exercises/01_demo",))
+def test_a_module_that_does_not_import_scores_zero_with_a_clear_message(tmp_path, course, source, words):
+    report = grade(tmp_path, course, learner_tree(tmp_path, source), suite_files=("exercises/01_demo",))
     test = results(report)["test_doubles_two"]
     assert (test["status"], test["points"]) == ("error", 0.0)
     assert words in test["feedback"]
 
 
-def test_a_suite_that_cannot_be_collected_is_a_problem_of_the_report(pytester, course):
+def test_a_suite_that_cannot_be_collected_is_a_problem_of_the_report(tmp_path, course):
     (course.hidden / "01_demo" / "test_broken.py").write_text("def test_(:\n")
-    report = grade(pytester, course, learner_tree(pytester, REFERENCE), "-k", "doubles")
+    report = grade(tmp_path, course, learner_tree(tmp_path, REFERENCE), "-k", "doubles")
     assert any("could not collect" in problem and "test_broken.py" in problem for problem in report["problems"])
 
 
-def test_a_test_without_points_is_refused(pytester, course):
+def test_a_test_without_points_is_refused(tmp_path, course):
     (course.hidden / "01_demo" / "test_pointless.py").write_text("def test_x(submission):\n    pass\n")
-    spec = GradingSpec(course=course, impl=learner_tree(pytester, REFERENCE), backend="inprocess",
-                       isolation=isolation.resolve("none", "inprocess", Limits()), limits=Limits(), seed=0,
-                       seed_from="a test").write(pytester.path / "spec.json")
-    result = pytester.runpytest_subprocess(str(course.hidden), "--grading-spec", str(spec), *course.session_options())
-    result.stderr.fnmatch_lines(["*test_x has no @pytest.mark.points(n)*"])
-    assert result.ret != 0
+    spec = spec_for(tmp_path, course, learner_tree(tmp_path, REFERENCE), backend="inprocess")
+    result = pytest_session(tmp_path, str(course.hidden), "--grading-spec", str(spec), *course.session_options())
+    assert "test_x has no @pytest.mark.points(n)" in result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
 
 
-def test_stop_on_concept_runs_the_concept_first_and_stops_at_its_failure(pytester, course):
+def test_stop_on_concept_runs_the_concept_first_and_stops_at_its_failure(tmp_path, course):
     wrong = REFERENCE.replace("return 2 * x", "return 2 * x + (x == 3)")
-    report = grade(pytester, course, learner_tree(pytester, wrong), concept="Doubling")
+    report = grade(tmp_path, course, learner_tree(tmp_path, wrong), concept="Doubling")
     ran = results(report)
     assert report["stopped_early"] == "a test of concept 'Doubling' failed"
     assert ran["test_doubling_is_exact"]["status"] == "failed"
     assert "test_that_hangs" not in ran and "test_runs_last" not in ran      # the other concepts' tests never ran
 
 
-def test_the_in_process_backend_grades_the_same_points(pytester, course):
+def test_the_in_process_backend_grades_the_same_points(tmp_path, course):
     safe = "\n".join(REFERENCE.split("\n\n\ndef hang")[:1]) + "\n"
-    report = grade(pytester, course, learner_tree(pytester, safe), "-k", "doubl", backend="inprocess")
+    report = grade(tmp_path, course, learner_tree(tmp_path, safe), "-k", "doubl", backend="inprocess")
     assert {name: t["status"] for name, t in results(report).items()} == {
         "test_doubles_two": "passed", "test_doubles_zero": "passed", "test_doubles_a_hidden_input": "passed",
         "test_doubling_is_exact": "passed"}
     assert report["isolation"]["level"] == "in-process"
 
 
-def test_a_plain_pytest_run_is_its_own_edge(pytester, course):
+def test_a_plain_pytest_run_is_its_own_edge(tmp_path, course):
     """The learner's `pytest exercises/NN`: the options make the spec; the stub's feedback is its own."""
-    report = pytester.path / "plain.json"
-    pytester.runpytest_subprocess(str(course.exercises / "01_demo"), "--course", str(course.root),
-                                  "--score-report", str(report), *course.session_options())
+    report = tmp_path / "plain.json"
+    pytest_session(tmp_path, str(course.exercises / "01_demo"), "--course", str(course.root), "--score-report",
+                   str(report), *course.session_options())
     test = results(json.loads(report.read_text()))["test_doubles_two"]
     assert test["status"] == "failed"
     assert test["feedback"].startswith("double() is not implemented yet")
     assert json.loads(report.read_text())["submission"]["path"] == str((course.exercises).resolve())
 
 
-def test_a_spec_and_a_grading_option_together_are_refused(pytester, course):
-    spec = GradingSpec(course=course, impl=course.solutions, backend="inprocess",
-                       isolation=isolation.resolve("none", "inprocess", Limits()), limits=Limits(), seed=0,
-                       seed_from="a test").write(pytester.path / "spec.json")
-    result = pytester.runpytest_subprocess(str(course.exercises), "--grading-spec", str(spec), "--impl", "elsewhere",
-                                           *course.session_options())
-    result.stderr.fnmatch_lines(["*--grading-spec says how to grade: leave out --impl*"])
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+def test_a_spec_and_a_grading_option_together_are_refused(tmp_path, course):
+    spec = spec_for(tmp_path, course, course.solutions, backend="inprocess")
+    result = pytest_session(tmp_path, str(course.exercises), "--grading-spec", str(spec), "--impl", "elsewhere",
+                            *course.session_options())
+    assert "--grading-spec says how to grade: leave out --impl" in result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
 
 
 def test_a_spec_reads_back_as_written(tmp_path, course):

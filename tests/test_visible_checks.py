@@ -252,7 +252,10 @@ def planted_02_gradings(tmp_path_factory):
     return task, variants, dict(zip([*PLANTED_02, "reference"], reports))
 
 
+# Full tier (the two below): exercise 02's visible suite against its planted bugs, content the full
+# audit also grades; the default tier grades visible suites through the same runner elsewhere.
 @pytest.mark.e2e
+@pytest.mark.full
 @pytest.mark.timeout(900)
 def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradings):
     task, _, reports = planted_02_gradings
@@ -261,6 +264,7 @@ def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradi
 
 
 @pytest.mark.e2e
+@pytest.mark.full
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", PLANTED_02)
 def test_a_planted_02_bug_fails_a_visible_check_of_its_concept(planted_02_gradings, name):

@@ -139,6 +139,11 @@ class GradingSession:
         self.spec = graded
         self.started = datetime.now(UTC)
         self.run_id = graded.run_id or new_run_id(self.started)
+        self._tmp_logs: tempfile.TemporaryDirectory | None = None
+        self._course_commit: str | None = None
+        self._no_results_yet()
+
+    def _no_results_yet(self) -> None:
         self.results: dict[str, TestResult] = {}
         self.expected: dict[str, TestResult] = {}     # every collected test, as it would stand if never run
         self.tasks: dict[str, Task] = {}
@@ -146,8 +151,6 @@ class GradingSession:
         self._course_faults: set[str] = set()      # each recorded once, not once per test it failed
         self.stopped_early: str | None = None
         self._backends: dict[str, Backend] = {}
-        self._tmp_logs: tempfile.TemporaryDirectory | None = None
-        self._course_commit: str | None = None
         self._expected_tasks: dict[str, Task] = {}
 
     def backend_for(self, task: Task):
@@ -175,9 +178,11 @@ class GradingSession:
         return self.spec.seed
 
     def grade_another(self, graded: GradingSpec) -> None:
-        """Point this session, collected and with no test run yet, at another tree: a fork of it
-        grades one variant (`grader.core.variant_forks`)."""
-        assert not self.results and not self._backends, "a session that ran tests grades no other tree"
+        """Point this session, collected, at another tree, with nothing of what it graded before:
+        a fork of it grades one variant (`grader.core.variant_forks`)."""
+        for backend in self._backends.values():
+            backend.close()
+        self._no_results_yet()
         self.spec, self.started = graded, datetime.now(UTC)
         self.run_id = graded.run_id or new_run_id(self.started)
 

@@ -9,10 +9,15 @@ that tree's score report. Each child starts from the collected, untouched parent
 inherits another's results, modules or caches: no process reached by one tree's code serves
 another.
 
-The plan is JSON: {"slots": N, "trees": [{"impl": DIR, "report": PATH, "basetemp": DIR,
-"stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the watchdog: a
-child past its limit is killed, and a child that ends without a report gets one from the parent
-saying how it ended.
+With `"warm": true` the parent grades the plan's first tree itself before it forks: the course's
+own reference, whose grading fills the oracles' caches (expected values, reference models) that
+every child would otherwise compute again. Only a tree of the course's own may be graded so: a
+child inherits what the parent's tree left in memory.
+
+The plan is JSON: {"slots": N, "warm": bool, "trees": [{"impl": DIR, "report": PATH,
+"basetemp": DIR, "stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the
+watchdog: a child past its limit is killed, and a child that ends without a report gets one from
+the parent saying how it ended.
 """
 from __future__ import annotations
 
@@ -41,6 +46,9 @@ def pytest_runtestloop(session):
         return None
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
     waiting: list[dict] = list(plan["trees"])
+    if plan.get("warm") and waiting:
+        _grade(session, waiting.pop(0))
+        session.shouldstop = session.shouldfail = False
     running: list[_Child] = []
     while waiting or running:
         while waiting and len(running) < max(1, plan["slots"]):

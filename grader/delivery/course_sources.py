@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import Task
+from grader.delivery import Refused
 from grader.delivery.nbgrader_cells import FIXTURES
 from grader.readme import readme_file, readme_parts
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 
 
-class BuildError(ValueError):
+class BuildError(Refused):
     """The course's files do not fit the notebook layout; the message says where."""
 
 

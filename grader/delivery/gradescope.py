@@ -20,6 +20,7 @@ from pathlib import Path
 
 from grader.core import seeds
 from grader.course import AUDIT_ONLY, COURSE, SECRET_NAME, Task
+from grader.delivery import Refused, size_text
 from grader.delivery.template import TEMPLATES, fill
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 
@@ -29,7 +30,7 @@ _FILE = 0o100644 << 16
 _EPOCH = (1980, 1, 1, 0, 0, 0)       # the earliest time a zip can hold: no build time in the bytes
 
 
-class AutograderError(Exception):
+class AutograderError(Refused):
     """An autograder that cannot be built as asked; the message says why."""
 
 
@@ -39,6 +40,13 @@ class Autograder:
     tasks: list[Task]
     files: int
     bytes: int
+
+
+def deliver(args, tasks: list[Task]) -> str:
+    """`grader gradescope`."""
+    made = build_autograder(args.out, tasks, hidden_visibility=args.hidden_visibility, wheels=args.wheels)
+    return (f"Gradescope autograder written to {made.path}: {', '.join(t.name for t in made.tasks)}; "
+            f"{made.files} files, {size_text(made.bytes)}")
 
 
 def build_autograder(out: Path, tasks: list[Task], *, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,

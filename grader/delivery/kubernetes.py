@@ -25,9 +25,13 @@ The security context is the isolation level's (`grader.core.isolation`), asked f
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Sequence
 
+from grader.course import Task
+from grader.delivery import Refused
 from grader.running import budgets
+from grader.schema.report import write_text_atomically
 
 LEVELS = ("sandbox", "uid")
 UID_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"]
@@ -36,6 +40,24 @@ SUBMISSIONS_MOUNT, OUT_MOUNT = "/submissions", "/grading"
 SECRET_KEY = "grader-secret"           # the key of the Kubernetes Secret that holds the course's secret
 RETRIES_PER_SHARD = 2                  # a pod evicted or killed is started again this often, resuming
 INCOMPLETE_EXIT, USAGE_EXIT = 3, 2     # grader grade's exit statuses (grader.cli)
+
+
+def deliver(args, tasks: list[Task]) -> str:
+    """`grader k8s-job`: the Job's YAML, on standard output or in `--output`."""
+    if args.shards < 1 or (args.parallelism is not None and args.parallelism < 1) or args.jobs < 1:
+        raise Refused("--shards, --parallelism and --jobs count from 1")
+    manifest = indexed_job(
+        name=args.name, image=args.image, shards=args.shards, parallelism=args.parallelism, claim=args.claim,
+        submissions_path=args.submissions_path, out_path=args.out_path, level=args.level, jobs=args.jobs,
+        tasks=[task.name for task in tasks] if args.tasks else [], gpus=args.gpus, course_root=args.course_root,
+        secret=args.course_secret)
+    text = to_yaml(manifest)
+    if args.output is None:
+        sys.stdout.write(text)
+        return ""
+    write_text_atomically(args.output, text)
+    return (f"wrote {args.output}: kubectl apply -f {args.output}, then, once the Job is complete, grader summary "
+            "on the out-dir")
 
 
 def indexed_job(*, name: str, image: str, shards: int, claim: str, parallelism: int | None = None,

@@ -316,6 +316,15 @@ def update_config(course_dir: Path) -> Path:
     return path
 
 
+def deliver(args, tasks: list[Task]) -> str:
+    """`grader nbgrader`."""
+    notebooks = write_course(args.course_dir, tasks, args.lang, count_gpu_tests=args.gpu)
+    return "\n".join([f"wrote {args.course_dir / 'nbgrader_config.py'} and {len(notebooks)} notebook(s):",
+                      *(f"  {path}" for path in notebooks),
+                      f"next, in {args.course_dir}: nbgrader generate_assignment <task> for each, then release them "
+                      "(docs/instructor/nbgrader.md)"])
+
+
 def write_course(course_dir: Path, tasks: list[Task], lang: str = "en", count_gpu_tests: bool = False) -> list[Path]:
     """Write (or update) the course directory; returns the notebooks written."""
     if lang not in LANGUAGES:

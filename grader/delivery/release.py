@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import COURSE, Task
+from grader.delivery import LANGUAGES, Refused, size_text
 from grader.delivery.template import TEMPLATES, fill
 
-LANGUAGES = ("en", "zh-CN")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints")
 _MENTION = re.compile(r"datasets/([A-Za-z0-9_.\-]+)")         # in prose: datasets/corpus/
 _DATA_PATH = re.compile(r'COURSE\.datasets\s*/\s*"([A-Za-z0-9_.\-]+)"')   # in code: COURSE.datasets / "profiles"
@@ -39,7 +39,7 @@ FACT_SOURCES = {"corpus": "corpus", "tokenizer": "tiny_llama", "tiny_llama": "ti
                 "sft": "sft", "eval_results": "eval_results", "build": None}
 
 
-class ReleaseError(Exception):
+class ReleaseError(Refused):
     """A release that cannot be built as asked; the message says why."""
 
 
@@ -50,6 +50,13 @@ class Release:
     datasets: list[str]
     files: int
     bytes: int
+
+
+def deliver(args, tasks: list[Task]) -> str:
+    """`grader release`."""
+    made = build_release(args.out, tasks, lang=args.lang, classroom=args.classroom)
+    return (f"release written to {made.root}: {', '.join(t.name for t in made.tasks)}; "
+            f"data: {', '.join(made.datasets) or 'none'}; {made.files} files, {size_text(made.bytes)}")
 
 
 def build_release(out_dir: Path, tasks: list[Task], *, lang: str = "en", classroom: bool = False,

@@ -125,7 +125,8 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
         orders = {name: _grading_order(found) for name, found in subjects.items()}
         plans = [(task, seed) for seed in seeds for task in tasks]
         groups = [runner.ForkedGradings(task, [(subjects[task.name][i][1], _stop_at(subjects[task.name][i][0]))
-                                               for i in orders[task.name]], seed, backend) for task, seed in plans]
+                                               for i in orders[task.name]], seed, backend, warm=True)
+                  for task, seed in plans]
         reports = runner.run_forked(groups, jobs)
     audits: dict[tuple[str, int], TaskAudit] = {}
     for (task, seed), group_reports in zip(plans, reports):
@@ -137,9 +138,12 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
 
 
 def _grading_order(subjects: list[tuple[AuditEntry, Path]]) -> list[int]:
-    """The gradings that run a whole suite first, the mutants (which stop at their concept's first
-    failure) after: a task's session then ends on short gradings, with no fork slot idle long."""
-    return sorted(range(len(subjects)), key=lambda i: subjects[i][0].kind == "mutant")
+    """The reference first (graded in the task's session itself, it warms the oracles' caches for
+    every fork: `warm`), then the gradings that run a whole suite, the mutants (which stop at their
+    concept's first failure) last: a task's session then ends on short gradings, with no fork slot
+    idle long."""
+    return sorted(range(len(subjects)), key=lambda i: (subjects[i][0].kind != "reference",
+                                                       subjects[i][0].kind == "mutant"))
 
 
 def _stop_at(entry: AuditEntry) -> str | None:

@@ -116,6 +116,7 @@ class ForkedGradings:
     seed: int
     backend: str = "inprocess"
     limit_s: float = TREE_LIMIT_S       # each tree's
+    warm: bool = False                  # the first tree is the course's reference: graded in the session itself first
 
 
 def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreReport]]:
@@ -133,7 +134,7 @@ def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreRep
             trees = [{"impl": str(tree), "stop_on_concept": concept, "report": str(report), "limit_s": group.limit_s,
                       "basetemp": str(temp / f"tree-{i}")}
                      for i, ((tree, concept), report) in enumerate(zip(group.trees, reports))]
-            plan.write_text(json.dumps({"slots": workers, "trees": trees}), encoding="utf-8")
+            plan.write_text(json.dumps({"slots": workers, "warm": group.warm, "trees": trees}), encoding="utf-8")
             run = GradingRun(group.trees[0][0], [group.task], backend=group.backend, seed=group.seed,
                              extra_args=["-p", "grader.core.variant_forks", "--variant-plan", str(plan)])
             pool_jobs.append((run.sessions(out_dir, temp, new_run_id()), out_dir / "pytest.log"))
