@@ -120,9 +120,12 @@ class ForkedGradings:
 
 
 def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreReport]]:
-    """Grade every group's trees, one group at a time, `workers` trees at once (each group's
-    session forks them); per group, its trees' reports in order. A tree whose grading left no
-    report gets one that says why."""
+    """Grade every group's trees, `workers` trees at once: as many groups' sessions at a time as
+    there are workers (while one session collects, or grades its warm tree, another's forks
+    run), each forking its share of them; per group, its trees' reports in order. A tree whose
+    grading left no report gets one that says why."""
+    sessions = max(1, min(workers, len(groups)))
+    slots = max(1, workers // sessions)
     with tempfile.TemporaryDirectory(prefix="grader-run-", dir=shared_temp_root()) as scratch:
         temps = _pytest_temps(Path(scratch), len(groups))
         pool_jobs, report_paths = [], []
@@ -134,13 +137,13 @@ def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreRep
             trees = [{"impl": str(tree), "stop_on_concept": concept, "report": str(report), "limit_s": group.limit_s,
                       "basetemp": str(temp / f"tree-{i}")}
                      for i, ((tree, concept), report) in enumerate(zip(group.trees, reports))]
-            plan.write_text(json.dumps({"slots": workers, "warm": group.warm, "trees": trees}), encoding="utf-8")
+            plan.write_text(json.dumps({"slots": slots, "warm": group.warm, "trees": trees}), encoding="utf-8")
             run = GradingRun(group.trees[0][0], [group.task], backend=group.backend, seed=group.seed,
                              extra_args=["-p", "grader.core.variant_forks", "--variant-plan", str(plan)])
             pool_jobs.append((run.sessions(out_dir, temp, new_run_id()), out_dir / "pytest.log"))
             report_paths.append(reports)
         limit_s = max(group.limit_s * len(group.trees) for group in groups)
-        codes = PytestPool(1, forks_per_session=workers).run(pool_jobs, limit_s)
+        codes = PytestPool(sessions, forks_per_session=slots).run(pool_jobs, limit_s)
         return [[_forked_report(path, tree, code) for path, (tree, _) in zip(paths, group.trees)]
                 for paths, group, code in zip(report_paths, groups, codes)]
 
