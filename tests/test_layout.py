@@ -63,3 +63,15 @@ def test_the_report_schema_stands_on_the_ground_floor():
         above = [name for name in imported_names(module) if name.startswith(("grader.", ".")) and
                  not name.startswith(GROUND_FLOOR)]
         assert not above, f"schema/{module.name} imports {above}"
+
+
+UPPER_FLOORS = ("grader.reports", "grader.running", "grader.learning", "grader.delivery", "grader.cli")
+
+
+def test_the_grading_session_imports_no_floor_above_it():
+    """`grader/core/` (the plugin, the submission, isolation) renders nothing and starts no run:
+    it imports neither the renderers nor the runners, the learner's loop, delivery or the CLI
+    (docs/architecture.md, "The floors of grader/")."""
+    for module in sorted((WORKER_PACKAGE.parent / "core").glob("*.py")):
+        above = [name for name in imported_names(module) if name.startswith(UPPER_FLOORS)]
+        assert not above, f"core/{module.name} imports {above}"

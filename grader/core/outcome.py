@@ -10,7 +10,7 @@ import json
 import math
 
 from grader.core.submission import StudentError, SubmissionFailure
-from grader.schema.report import NOT_GRADED, Status, TestResult, location_text
+from grader.schema.report import NOT_GRADED, ScoreReport, Status, TestResult, location_text, points_text
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 
@@ -134,3 +134,11 @@ def failure_text(test: TestResult, learner_frames: list[dict] | None = None) -> 
     if test.location:
         lines.append(location_text(test.location))
     return "\n".join([*lines, FULL_TRACE_NOTE])
+
+
+def score_lines(report: ScoreReport) -> list[tuple[str, bool]]:
+    """The score in plain lines (pytest's terminal summary), each with whether it tells a problem."""
+    lines = [(f"{task.task}: {points_text(task.points, task.max_points)} points"
+              + (f"  (+{task.not_graded_points:g} {NOT_GRADED})" if task.not_graded_points else ""), False)
+             for task in report.tasks]
+    return lines + [(f"problem: {problem}", True) for problem in report.problems]

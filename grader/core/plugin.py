@@ -30,6 +30,7 @@ from grader.core.outcome import (
     as_artifacts,
     failure_text,
     phase_outcome,
+    score_lines,
     tail,
     truncate,
     with_concept,
@@ -426,7 +427,6 @@ class ReportHooks:
     def pytest_terminal_summary(self, terminalreporter):
         if not self.grading.results:
             return
-        from grader.reports.render import score_lines
         terminalreporter.section("score")
         for line, problem in score_lines(self.grading.build_report()):
             terminalreporter.write_line(line, red=problem)

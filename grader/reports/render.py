@@ -8,14 +8,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.schema.report import NOT_GRADED, NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note
+from grader.schema.report import NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note, points_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
-
-
-def _points(points: float, max_points: float) -> str:
-    return f"{points:g} / {max_points:g}"
 
 
 def _counts(task: TaskResult) -> Text:
@@ -28,14 +24,6 @@ def _counts(task: TaskResult) -> Text:
 
 def _not_graded_note(points: float) -> str:
     return f" (+{points:g} GPU)" if points else ""
-
-
-def score_lines(report: ScoreReport) -> list[tuple[str, bool]]:
-    """The score in plain lines (pytest's terminal summary), each with whether it tells a problem."""
-    lines = [(f"{task.task}: {_points(task.points, task.max_points)} points"
-              + (f"  (+{task.not_graded_points:g} {NOT_GRADED})" if task.not_graded_points else ""), False)
-             for task in report.tasks]
-    return lines + [(f"problem: {problem}", True) for problem in report.problems]
 
 
 def report_table(report: ScoreReport) -> Table:
@@ -51,11 +39,11 @@ def report_table(report: ScoreReport) -> Table:
     table.add_column("%", justify="right")
     table.add_column("tests")
     for task in report.tasks:
-        table.add_row(task.task, _points(task.points, task.max_points) + _not_graded_note(task.not_graded_points),
+        table.add_row(task.task, points_text(task.points, task.max_points) + _not_graded_note(task.not_graded_points),
                       f"{task.percent:.1f}", _counts(task))
     total = report.total
     table.add_row(Text("total", style="bold"),
-                  _points(total.points, total.max_points) + _not_graded_note(total.not_graded_points),
+                  points_text(total.points, total.max_points) + _not_graded_note(total.not_graded_points),
                   f"{total.percent:.1f}", "", end_section=True)
     return table
 
@@ -94,7 +82,7 @@ def batch_table(names: list[str], reports: list[ScoreReport]) -> Table:
     for name, report in zip(names, reports):
         cells = ["-" if (result := report.task(t)) is None else f"{result.points:g}" for t in tasks]
         total = report.total
-        table.add_row(Text(name), *cells, _points(total.points, total.max_points), f"{total.percent:.1f}",
+        table.add_row(Text(name), *cells, points_text(total.points, total.max_points), f"{total.percent:.1f}",
                       Text("; ".join(report.problems)[:60], style="red"))
     return table
 
@@ -114,7 +102,7 @@ def audit_table(task_audit) -> Table:
     for column in ("variant", "kind", "author", "rule", "points", "verdict"):
         table.add_column(column)
     for e in task_audit.entries:
-        points = _points(e.points, e.max_points) + (" (stopped)" if e.kind == "mutant" and e.killed else "")
+        points = points_text(e.points, e.max_points) + (" (stopped)" if e.kind == "mutant" and e.killed else "")
         table.add_row(e.name, e.kind, e.origin, e.rule or "", points,
                       Text(e.verdict, style="green" if e.ok else "bold red"))
     return table

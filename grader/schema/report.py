@@ -50,6 +50,11 @@ NOT_GRADED_STATUS = "not graded here"                   # in place of a status: 
 NOT_GRADED = f"{NOT_GRADED_STATUS}: needs a CUDA GPU"    # its feedback
 
 
+def points_text(points: float, max_points: float) -> str:
+    """Points as every format writes them: "12.5 / 20"."""
+    return f"{points:g} / {max_points:g}"
+
+
 def not_graded_note(points: float) -> str:
     """The sentence under a total that leaves GPU tests out."""
     return (f"GPU tests worth {points:g} points were not graded here (no CUDA GPU): they are left out of the "
