@@ -28,7 +28,6 @@ from grader.running import batch, runner
 from grader.schema.report import ScoreReport, unwritten_reason, write_text_atomically
 
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
-NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,7 +263,7 @@ def _grade(args, tasks, console) -> int:
     except isolation.IsolationUnavailable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
-            _write_outputs(ScoreReport.failed(f"{NOT_GRADED_SAFELY}: {exc}", {"path": str(args.paths[0])}), args)
+            _write_outputs(isolation.refused_report(exc, args.paths[0]), args)
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
     level, reason = where["level"], where["reason"]

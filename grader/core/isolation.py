@@ -12,14 +12,23 @@ chosen: where a grading starts, on the machine where learner code will run.
 from __future__ import annotations
 
 from grader.core import sandbox, uid_jail
-from grader.schema.report import Isolation
+from grader.schema.report import Isolation, ScoreReport
 
 REQUIRED_LEVELS = ("sandbox", "uid")     # what `--isolation required` and the official channels accept
 CHOICES = ("auto", "required", "none")
 
 
+NOT_GRADED_SAFELY = "not graded: this submission could not be graded safely here"
+
+
 class IsolationUnavailable(Exception):
     """`--isolation required` on a machine that allows neither the sandbox nor the uid level."""
+
+
+def refused_report(exc: IsolationUnavailable, path) -> ScoreReport:
+    """The report of a submission not graded because the isolation it requires is not to be had
+    here: nothing of it ran, and the report says why."""
+    return ScoreReport.failed(f"{NOT_GRADED_SAFELY}: {exc}", {"path": str(path)})
 
 
 def strongest() -> tuple[str, str]:

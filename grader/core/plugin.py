@@ -38,7 +38,7 @@ from grader.core.outcome import (
 from grader.core.spec import GradingSpec
 from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
 from grader.core.worker_process import WorkerSpec
-from grader.course import Course, Task, locate_module
+from grader.course import Task, locate_module
 from grader.schema.record import git_commit, new_run_id, run_record
 from grader.schema.report import (
     ModuleInfo,
@@ -90,7 +90,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "long: a visible check that takes minutes; deselected unless --long is given")
     grading = config.stash[_SESSION] = GradingSession(config, _spec(config))
     config.pluginmanager.register(ReportHooks(grading), "grader-report")
-    if grading.backend_kind == "worker":
+    if grading.spec.backend == "worker":
         _hypothesis_storage_of_this_session_only(config)
 
 
@@ -156,27 +156,11 @@ class GradingSession:
 
     def backend_for(self, task: Task):
         if task.name not in self._backends:
-            worker = WorkerSpec(level=self.spec.isolation["level"], limits=self.spec.limits, course=self.course,
+            worker = WorkerSpec(level=self.spec.isolation["level"], limits=self.spec.limits, course=self.spec.course,
                                 probe_files=tuple(task.probe_files()), writable_dirs=(self._basetemp(),))
-            context = BackendContext(self.impl, self._log_dir() / f"{task.name}.log", worker)
-            self._backends[task.name] = BACKENDS[self.spec.backend](locate_module(self.impl, task), context)
+            context = BackendContext(self.spec.impl, self._log_dir() / f"{task.name}.log", worker)
+            self._backends[task.name] = BACKENDS[self.spec.backend](locate_module(self.spec.impl, task), context)
         return self._backends[task.name]
-
-    @property
-    def course(self) -> Course:
-        return self.spec.course
-
-    @property
-    def impl(self) -> Path:
-        return self.spec.impl
-
-    @property
-    def backend_kind(self) -> str:
-        return self.spec.backend
-
-    @property
-    def seed(self) -> int:
-        return self.spec.seed
 
     def grade_another(self, graded: GradingSpec) -> None:
         """Point this session, collected, at another tree, with nothing of what it graded before:
@@ -280,7 +264,7 @@ class GradingSession:
             task = tasks_seen[name]
             tasks.append(TaskResult(task.name, task.title, self._module_info(task),
                                     [r for r in results.values() if r.task == name]))
-        report = ScoreReport(run={}, submission={"path": str(self.impl), "commit": intake.git_head(self.impl)},
+        report = ScoreReport(run={}, submission={"path": str(self.spec.impl), "commit": intake.git_head(self.spec.impl)},
                              tasks=tasks, problems=problems, stopped_early=self.stopped_early,
                              isolation=self.spec.isolation)
         total = report.total
@@ -288,39 +272,39 @@ class GradingSession:
         metrics = {"score": total.points, "max_score": total.max_points, "percent": total.percent,
                    "tests": len(results),
                    "worker_startup_s": round(max(startup), 3) if startup else None}
-        config = {"backend": self.backend_kind, "isolation": self.spec.isolation["level"], "impl": str(self.impl),
+        config = {"backend": self.spec.backend, "isolation": self.spec.isolation["level"], "impl": str(self.spec.impl),
                   "tasks": sorted(self.tasks), "seed_from": self.spec.seed_from,
                   "args": [str(a) for a in self.config.args]}
         if self._course_commit is None:
-            self._course_commit = git_commit(self.course.root) or ""
+            self._course_commit = git_commit(self.spec.course.root) or ""
         report.run = run_record(run_id=self.run_id, started=self.started, finished=finished,
-                                commit=self._course_commit or None, config=config, seed=self.seed,
+                                commit=self._course_commit or None, config=config, seed=self.spec.seed,
                                 metrics=metrics)
         return report
 
     def _module_info(self, task: Task) -> ModuleInfo:
-        path = locate_module(self.impl, task)
+        path = locate_module(self.spec.impl, task)
         backend = self._backends.get(task.name)
         try:      # the bytes the worker was given, where it was: what the digest names is what ran
             data = backend.module_bytes if backend is not None and backend.module_bytes is not None \
-                else read_module(self.impl, path)
+                else read_module(self.spec.impl, path)
         except StudentImportError as exc:
             return ModuleInfo(str(path), path.exists(), None, [f"not graded: {exc}"])
         digest = intake.sha256(data)
         reference = task.reference_module
         flags = ["identical to the course's reference solution"] \
             if reference.is_file() and digest == intake.sha256(reference.read_bytes()) \
-            and self.impl != self.course.solutions.resolve() else []
+            and self.spec.impl != self.spec.course.solutions.resolve() else []
         return ModuleInfo(str(path), True, digest, flags)
 
     # ------------------------------------------------------------ the course's tests
 
     def in_task(self, item) -> bool:
-        return self.course.task_of_path(item.path) is not None
+        return self.spec.course.task_of_path(item.path) is not None
 
     def task_of(self, item) -> Task:
         """The task of a test the session grades (one `in_task` let through)."""
-        task = self.course.task_of_path(item.path)
+        task = self.spec.course.task_of_path(item.path)
         assert task is not None, f"{item.nodeid} is not in a task's folder"
         return task
 
@@ -328,7 +312,7 @@ class GradingSession:
         meta = metadata.of_item(item)
         if meta.points is None:
             raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.points(n): every graded test declares its points")
-        suite = "hidden" if self.course.is_hidden(item.path) else "visible"
+        suite = "hidden" if self.spec.course.is_hidden(item.path) else "visible"
         return TestResult(id=item.nodeid, task=task.name, suite=suite, title=meta.title, status="passed",
                           graded=True, max_points=meta.points, concept=meta.concept)
 
@@ -379,7 +363,7 @@ class ReportHooks:
         if session.config.getoption("variant_plan"):
             return
         for arg in session.config.args:
-            task = self.grading.course.task_of_path(Path(str(arg).split("::")[0]))
+            task = self.grading.spec.course.task_of_path(Path(str(arg).split("::")[0]))
             if task is not None:
                 self.grading.backend_for(task).launch()
                 return
@@ -393,7 +377,7 @@ class ReportHooks:
         self.grading.expect([item for item in session.items if self.grading.in_task(item)])
 
     def pytest_collectreport(self, report):
-        if report.failed and self.grading.course.task_of_path(Path(str(report.fspath))) is not None:
+        if report.failed and self.grading.spec.course.task_of_path(Path(str(report.fspath))) is not None:
             last_line = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""
             self.grading.problems.append(f"could not collect {report.nodeid}: {truncate(last_line, 300)}")
 
@@ -414,8 +398,8 @@ class ReportHooks:
         outcome = self.grading.results.get(item.nodeid)
         if concept and outcome and outcome.concept == concept and outcome.lost:      # a GPU test skipped costs nothing
             self.grading.stopped_early = item.session.shouldstop = f"a test of concept {concept!r} failed"
-        task = self.grading.course.task_of_path(item.path)
-        following = self.grading.course.task_of_path(nextitem.path) if nextitem is not None else None
+        task = self.grading.spec.course.task_of_path(item.path)
+        following = self.grading.spec.course.task_of_path(nextitem.path) if nextitem is not None else None
         if task is not None and following != task:
             self.grading.task_done(task, following, stopping=bool(item.session.shouldstop))
         return result
@@ -479,7 +463,7 @@ def submission(request):
     """The learner's module for the task this test file belongs to (see grader.core.submission)."""
     __tracebackhide__ = True    # a module that does not import shows the learner's line, not this fixture
     grading = request.config.stash[_SESSION]
-    task = grading.course.task_of_path(request.path)
+    task = grading.spec.course.task_of_path(request.path)
     if task is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses `submission` outside a task folder")
     backend = grading.backend_for(task)
@@ -503,7 +487,7 @@ def artifacts(request) -> dict:
 @pytest.fixture
 def seed(request) -> int:
     """The run's seed (`--grader-seed`), recorded in the score report."""
-    return request.config.stash[_SESSION].seed
+    return request.config.stash[_SESSION].spec.seed
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from grader.schema.report import Isolation
 
 BACKENDS = ("inprocess", "worker")
 SEED_OPTION = "--grader-seed"        # where a seed given on pytest's command line came from
+_PATHS = ("impl", "score_report", "worker_logs")     # the fields written as text
 
 
 @dataclass(frozen=True)
@@ -43,15 +44,12 @@ class GradingSpec:
 
     def to_json(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data.update(course=str(self.course.root), limits=asdict(self.limits),
-                    **{name: str(data[name]) if data[name] is not None else None
-                       for name in ("impl", "score_report", "worker_logs")})
-        return data
+        paths = {name: None if data[name] is None else str(data[name]) for name in _PATHS}
+        return {**data, **paths, "course": str(self.course.root), "limits": asdict(self.limits)}
 
     @classmethod
     def from_json(cls, data: dict) -> GradingSpec:
-        paths = {name: Path(data[name]) if data.get(name) is not None else None
-                 for name in ("impl", "score_report", "worker_logs")}
+        paths = {name: None if data[name] is None else Path(data[name]) for name in _PATHS}
         return cls(**{**data, **paths, "course": Course(Path(data["course"])), "limits": Limits(**data["limits"])})
 
     def write(self, path: Path) -> Path:
@@ -68,7 +66,7 @@ def from_options(option, environ) -> GradingSpec:
     command line and environment are this grading's edge."""
     course = Course(Path(option.course).resolve()) if option.course else COURSE
     limits = Limits.from_env(environ)
-    return GradingSpec(course=course, impl=Path(option.impl).resolve() if option.impl else course.exercises,
+    return GradingSpec(course=course, impl=Path(option.impl or course.exercises).resolve(),
                        backend=option.backend, isolation=isolation.resolve(option.isolation, option.backend, limits),
                        limits=limits, seed=option.grader_seed, seed_from=SEED_OPTION,
                        score_report=Path(option.score_report) if option.score_report else None,

@@ -235,7 +235,6 @@ def _graded_report(task: Task, module: str, count_gpu_tests: bool):
     from grader.core import isolation
     from grader.core.sandbox import Limits
     from grader.running import runner
-    from grader.schema.report import ScoreReport
     key = (_digest(module), task.name, count_gpu_tests)
     if key in _REPORTS:
         return _REPORTS[key]
@@ -252,7 +251,7 @@ def _graded_report(task: Task, module: str, count_gpu_tests: bool):
         try:
             where = isolation.resolve("required", "worker", limits)
         except isolation.IsolationUnavailable as exc:
-            _REPORTS[key] = ScoreReport.failed(f"not graded: {exc}", {"path": str(tree)})
+            _REPORTS[key] = isolation.refused_report(exc, tree)
             return _REPORTS[key]
         job = runner.GradingRun(tree, [task], isolation=where, limits=limits, out_dir=tree / "grading", extra_args=extra)
         with captured_output():         # the grading processes inherit the kernel's stderr

@@ -13,8 +13,9 @@ def pytest_terminal_summary(terminalreporter):
         grading = grading_session(config)
     except KeyError:                 # the grader's plugin is not active in this run
         return
-    if grading.backend_kind != "inprocess" or grading.spec.score_report \
-            or grading.impl != grading.course.exercises.resolve() or not grading.results:
+    spec = grading.spec
+    if spec.backend != "inprocess" or spec.score_report or spec.impl != spec.course.exercises.resolve() \
+            or not grading.results:
         return
     report = grading.build_report()
     if any(test.suite != "visible" for test in report.tests()):

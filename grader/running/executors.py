@@ -82,7 +82,7 @@ def grade_chunk(units: list[Unit], template: runner.GradingRun, limit_s: float, 
         where = isolation.resolve(isolation_wanted, template.backend, template.limits)
     except isolation.IsolationUnavailable as exc:
         for unit in units:
-            _finish(unit, ScoreReport.failed(f"not graded: {exc}", {"path": unit.path}), None)
+            _finish(unit, isolation.refused_report(exc, unit.path), None)
         return len(units)
     grade_units(units, replace(template, isolation=where), limit_s, jobs)
     return len(units)
