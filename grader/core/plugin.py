@@ -245,6 +245,12 @@ class GradingSession:
         if when == "teardown" and item.stash.get(_ARTIFACTS, None):
             result.artifacts = as_artifacts(item.stash[_ARTIFACTS])
 
+    def take(self, item, result: TestResult) -> None:
+        """The result of a grading of another tree, for a test this one does not run (the audit's
+        selection, `grader.core.variant_forks`)."""
+        self.tasks.setdefault(result.task, self.task_of(item))
+        self.results[item.nodeid] = replace(result)
+
     def build_report(self, partial: bool = False) -> ScoreReport:
         """The score report of the tests run so far. `partial`: written while the grading goes on,
         so it also lists, as errors, the tests that have not run yet, and says so in `problems`;

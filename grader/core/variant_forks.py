@@ -3,9 +3,9 @@
 Starting pytest and collecting a hidden suite costs a second or more of CPU, the same for the
 reference, the stub and every mutant and alternative of the task, while a mutant's own tests
 often take a tenth of that. With `--variant-plan FILE` the session collects once, runs no test
-itself, and forks one child per tree the plan lists, `slots` at a time: the child points the
-session at its tree, runs the tests (the concept's first, when it stops at a concept) and writes
-that tree's score report. Each child starts from the collected, untouched parent, so no child
+itself, and forks one child per tree the plan lists, each while it holds one of the slots that
+the run's sessions share (`grader.core.slots`): the child points the session at its tree, runs
+the tests (the concept's first, when it stops at a concept) and writes that tree's score report. Each child starts from the collected, untouched parent, so no child
 inherits another's results, modules or caches: no process reached by one tree's code serves
 another.
 
@@ -14,19 +14,25 @@ own reference, whose grading fills the oracles' caches (expected values, referen
 every child would otherwise compute again. Only a tree of the course's own may be graded so: a
 child inherits what the parent's tree left in memory.
 
-The plan is JSON: {"slots": N, "warm": bool, "trees": [{"impl": DIR, "report": PATH,
-"basetemp": DIR, "stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the
+In process (`--backend inprocess`), the warm grading also records which of the reference's
+top-level definitions each test reaches (`grader.core.reach`); a child then runs only the tests
+that reach a definition its tree changed, and takes the others' results from the reference's.
+
+The plan is JSON: {"slots": {"folder": DIR, "count": N}, "warm": bool, "trees": [{"impl": DIR,
+"report": PATH, "basetemp": DIR, "stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the
 watchdog: a child past its limit is killed, and a child that ends without a report gets one from
 the parent saying how it ended.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +40,11 @@ import pytest
 from _pytest.tmpdir import TempPathFactory
 
 from grader.core.plugin import concept_first, grading_session
+from grader.core.reach import Reached, ReachRecorder, changed_definitions, needs_running
+from grader.core.slots import POLL_S, SharedSlots
+from grader.course import locate_module
 from grader.schema.record import new_run_id
-from grader.schema.report import ScoreReport, write_report
+from grader.schema.report import ScoreReport, TestResult, write_report
 from grader.worker.zygote import die_with_parent
 
 
@@ -45,19 +54,25 @@ def pytest_runtestloop(session):
     if not plan_path or session.config.option.collectonly:
         return None
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
+    slots = SharedSlots.from_json(plan["slots"])
     waiting: list[dict] = list(plan["trees"])
+    reference = None
     if plan.get("warm") and waiting:
-        _grade(session, waiting.pop(0))
+        warm_slot = slots.wait_for_one()
+        reference = _grade_warm(session, waiting.pop(0))
+        slots.give_back(warm_slot)
         session.shouldstop = session.shouldfail = False
     running: list[_Child] = []
     while waiting or running:
-        while waiting and len(running) < max(1, plan["slots"]):
-            running.append(_Child.start(session, waiting.pop(0)))
-        ready, _, _ = select.select([child.pidfd for child in running], [], [],
-                                    max(0.0, min(child.deadline for child in running) - time.monotonic()))
+        while waiting and (slot := slots.take()) is not None:
+            running.append(_Child.start(session, waiting.pop(0), reference, slot, slots))
+        deadline = min([child.deadline for child in running], default=math.inf)
+        wait_s = min(deadline - time.monotonic(), POLL_S if waiting else math.inf)
+        ready, _, _ = select.select([child.pidfd for child in running], [], [], max(0.0, wait_s))
         for child in list(running):
             if child.pidfd in ready or time.monotonic() >= child.deadline:
                 child.finish()
+                slots.give_back(child.slot)
                 running.remove(child)
     return True          # the parent itself runs no test
 
@@ -68,20 +83,22 @@ class _Child:
     pidfd: int
     variant: dict
     deadline: float
+    slot: int
 
     @classmethod
-    def start(cls, session, variant: dict) -> _Child:
+    def start(cls, session, variant: dict, reference: _Reference | None, slot: int, slots: SharedSlots) -> _Child:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             code = 3
             try:
                 die_with_parent(parent)
+                slots.forget_inherited()
                 _renew_torch_thread_pool()
-                code = _grade(session, variant)
+                code = _grade(session, variant, reference=reference)
             finally:
                 os._exit(code)
-        return cls(pid, os.pidfd_open(pid), variant, time.monotonic() + variant["limit_s"])
+        return cls(pid, os.pidfd_open(pid), variant, time.monotonic() + variant["limit_s"], slot)
 
     def finish(self) -> None:
         """Reap the child (killed if past its deadline); a child that left no report gets one."""
@@ -111,8 +128,49 @@ def _renew_torch_thread_pool() -> None:
         torch.set_num_threads(torch.get_num_threads())
 
 
-def _grade(session, variant: dict) -> int:
-    """In the child: the session's tests, run on the variant's tree; the exit code."""
+@dataclass
+class _Reference:
+    """The warm tree's grading: a child's test that reaches nothing its tree changed takes its
+    result from here instead of running."""
+    source: str
+    results: dict[str, TestResult]
+    reached: dict[str, Reached]
+
+    def results_to_take(self, items, module: Path) -> dict[str, TestResult]:
+        """The results of `items` that need not run on a tree whose module is at `module`: tests
+        that passed (or were skipped) on the reference and reached nothing the tree changed."""
+        try:
+            changed = changed_definitions(self.source, module.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return {}
+        taken = {}
+        for item in items:
+            result = self.results.get(item.nodeid)
+            if result is not None and result.status in ("passed", "skipped") and item.nodeid in self.reached \
+                    and not needs_running(self.reached[item.nodeid], changed):
+                taken[item.nodeid] = result
+        return taken
+
+
+def _grade_warm(session, variant: dict) -> _Reference | None:
+    """In the parent: grade the course's reference, recording in process what each test reaches."""
+    grading = grading_session(session.config)
+    if grading.spec.backend != "inprocess" or not session.items:
+        _grade(session, variant)
+        return None
+    module = locate_module(Path(variant["impl"]), grading.task_of(session.items[0]))
+    try:
+        recorder = ReachRecorder(module)
+    except (Exception, SystemExit):       # the reference does not load: its grading says why, and every tree runs whole
+        _grade(session, variant)
+        return None
+    _grade(session, variant, recorder=recorder)
+    return _Reference(module.read_text(encoding="utf-8"), dict(grading.results), recorder.reached)
+
+
+def _grade(session, variant: dict, recorder: ReachRecorder | None = None, reference: _Reference | None = None) -> int:
+    """The session's tests, run on the variant's tree (those `reference` does not answer for);
+    the exit code."""
     config = session.config
     concept = variant.get("stop_on_concept")
     # The tree's own pytest folder: pytest empties its base folder when first asked for it, which
@@ -126,9 +184,16 @@ def _grade(session, variant: dict) -> int:
     if concept:
         concept_first(items, concept)
     grading.expect(items)
-    for index, item in enumerate(items):
-        following = items[index + 1] if index + 1 < len(items) else None
-        item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+    taken = reference.results_to_take(items, locate_module(grading.spec.impl, grading.task_of(items[0]))) \
+        if reference is not None and items else {}
+    running = [item for item in items if item.nodeid not in taken]
+    following = dict(zip(running, running[1:] + [None]))
+    for item in items:
+        if item.nodeid in taken:
+            grading.take(item, taken[item.nodeid])
+            continue
+        with recorder.test(item.nodeid) if recorder is not None else nullcontext():
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=following[item])
         if session.shouldfail or session.shouldstop:
             break
     write_report(grading.build_report(), Path(variant["report"]))

@@ -50,11 +50,12 @@ BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.m
 
 
 class PytestPool:
-    def __init__(self, size: int, forks_per_session: int = 1):
-        """`size` pool processes; `forks_per_session`: gradings each session runs at once
-        (`grader.core.variant_forks`), so that each knows how many share the box."""
+    def __init__(self, size: int, concurrent: int | None = None):
+        """`size` pool processes; `concurrent`: the gradings that run at once across them, where a
+        session forks several (`grader.core.variant_forks`; by default one per pool process), so
+        that each grading knows how many share the box."""
         self.size = max(1, size)
-        self.forks_per_session = max(1, forks_per_session)
+        self.concurrent = concurrent
 
     def run(self, jobs: list[tuple[list[list[str]], Path]], limit_s: float, on_done=None, stream=None) -> list:
         """Run each job, a list of pytest argument lists (one session each, in order) with its log
@@ -65,7 +66,7 @@ class PytestPool:
         codes: list = [None] * len(jobs)
         queue = list(enumerate(jobs))
         lock = threading.Lock()
-        env = {CONCURRENT_GRADINGS_ENV: str(min(self.size, len(jobs)) * self.forks_per_session)}
+        env = {CONCURRENT_GRADINGS_ENV: str(self.concurrent or min(self.size, len(jobs)))}
 
         def serve():
             child = None

@@ -18,6 +18,7 @@ from pathlib import Path
 from grader.core import isolation, seeds
 from grader.core.cgroups import memory_budget
 from grader.core.sandbox import Limits, shared_temp_root
+from grader.core.slots import SharedSlots
 from grader.core.spec import GradingSpec
 from grader.course import Task
 from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
@@ -121,13 +122,15 @@ class ForkedGradings:
 
 def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreReport]]:
     """Grade every group's trees, `workers` trees at once: as many groups' sessions at a time as
-    there are workers (while one session collects, or grades its warm tree, another's forks
-    run), each forking its share of them; per group, its trees' reports in order. A tree whose
+    there are workers, the largest groups first, each forking a tree whenever one of the
+    `workers` slots they share is free (while one session collects another's forks run, and the
+    last session standing uses every slot); per group, its trees' reports in order. A tree whose
     grading left no report gets one that says why."""
     sessions = max(1, min(workers, len(groups)))
-    slots = max(1, workers // sessions)
     with tempfile.TemporaryDirectory(prefix="grader-run-", dir=shared_temp_root()) as scratch:
         temps = _pytest_temps(Path(scratch), len(groups))
+        (Path(scratch) / "slots").mkdir(mode=PRIVATE)
+        slots = SharedSlots.create(Path(scratch) / "slots", workers)
         pool_jobs, report_paths = [], []
         for index, (group, temp) in enumerate(zip(groups, temps)):
             out_dir = Path(scratch) / "out" / str(index)
@@ -137,13 +140,15 @@ def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreRep
             trees = [{"impl": str(tree), "stop_on_concept": concept, "report": str(report), "limit_s": group.limit_s,
                       "basetemp": str(temp / f"tree-{i}")}
                      for i, ((tree, concept), report) in enumerate(zip(group.trees, reports))]
-            plan.write_text(json.dumps({"slots": slots, "warm": group.warm, "trees": trees}), encoding="utf-8")
+            plan.write_text(json.dumps({"slots": slots.to_json(), "warm": group.warm, "trees": trees}), encoding="utf-8")
             run = GradingRun(group.trees[0][0], [group.task], backend=group.backend, seed=group.seed,
                              extra_args=["-p", "grader.core.variant_forks", "--variant-plan", str(plan)])
             pool_jobs.append((run.sessions(out_dir, temp, new_run_id()), out_dir / "pytest.log"))
             report_paths.append(reports)
+        largest_first = sorted(range(len(groups)), key=lambda i: -len(groups[i].trees))
         limit_s = max(group.limit_s * len(group.trees) for group in groups)
-        codes = PytestPool(sessions, forks_per_session=slots).run(pool_jobs, limit_s)
+        codes = PytestPool(sessions, concurrent=workers).run([pool_jobs[i] for i in largest_first], limit_s)
+        codes = [codes[largest_first.index(i)] for i in range(len(groups))]
         return [[_forked_report(path, tree, code) for path, (tree, _) in zip(paths, group.trees)]
                 for paths, group, code in zip(report_paths, groups, codes)]
 
