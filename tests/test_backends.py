@@ -359,7 +359,7 @@ def _alive(pid: int) -> bool:
 def test_a_worker_that_cannot_start_is_a_course_fault_with_what_it_printed(tmp_path, kind, monkeypatch):
     """The grader's side failing before the learner's module is imported (here: an interpreter
     that cannot find the worker) is not the learner's crash: it says what went wrong."""
-    def no_worker(*_):
+    def no_worker(*_, **__):
         return [sys.executable, "-c", "import sys; print('no grader.worker.zygote here'); sys.exit(1)"]
     monkeypatch.setattr(worker_process, "_argv", no_worker)
     backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)

@@ -161,6 +161,7 @@ def test_manifest_facts_have_the_documented_shape(facts):
 
 
 @pytest.mark.e2e
+@pytest.mark.full       # the files' integrity is checked in the default tier against the manifest (test_verify_passes)
 def test_data_files_rebuild_bit_for_bit(tmp_path, manifest):
     out = tmp_path / "rebuilt"
     result = run(str(BUILD), "--data-only", "--out", str(out), timeout=300)

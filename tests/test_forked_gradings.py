@@ -145,10 +145,10 @@ def test_each_tree_is_graded_in_a_fork_of_its_own(shapes, tmp_path):
     trees = [(shapes.course.solutions, None), (shapes.course.exercises, None), (killer, None), (hang, None),
              (mutant, "Perimeter")]
     reference, stub, killed, hung, stopped = runner.run_forked(
-        [runner.ForkedGradings(shapes, trees, seed=0, limit_s=10)], workers=2)[0]
+        [runner.ForkedGradings(shapes, trees, seed=0, limit_s=4)], workers=2)[0]
     assert reference.complete and reference.total.percent == 100.0, reference.problems
     assert stub.complete and stub.total.points == 0 and stub.total.max_points > 0
     assert killed.problems == ["the grading process was killed by signal SIGKILL"], killed.problems
-    assert hung.problems == ["the grading ran past its time limit (10 s)"], hung.problems
+    assert hung.problems == ["the grading ran past its time limit (4 s)"], hung.problems
     assert stopped.stopped_early == "a test of concept 'Perimeter' failed"
     assert [t.id.split("::")[1] for t in stopped.task(shapes.name).tests] == ["test_perimeter"]

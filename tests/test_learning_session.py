@@ -40,7 +40,7 @@ def learner_module_loaded(path) -> bool:
     return any(getattr(module, "__file__", None) == str(path) for module in list(sys.modules.values()))
 
 
-@pytest.mark.full       # the watchdog is exercised in the default tier by the hang in two children's shares
+@pytest.mark.full       # the watchdog is exercised in the default tier by a hang in a real terminal (test_learning_watch)
 def test_a_hang_that_swallows_the_timeout_is_stopped_at_the_tests_own_limit(tmp_path):
     path = reference_with(tmp_path, "split_heads", "    while True:\n        try:\n            time.sleep(1)\n"
                                                    "        except BaseException:\n            pass\n")
@@ -81,6 +81,7 @@ def test_a_process_killed_by_learner_code_costs_the_test_it_ran(tmp_path):
     assert again.points == again.max_points > 0
 
 
+@pytest.mark.full       # the watchdog is exercised in the default tier by a hang in a real terminal (test_learning_watch)
 def test_two_children_share_the_suite_and_a_hang_costs_only_its_share(tmp_path):
     """The same hang with two children: the other child's tests all end, the report lists every
     test of the suite once, in the suite's order, and the next check shares by the times measured."""

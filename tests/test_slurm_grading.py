@@ -65,6 +65,7 @@ def wait_for(predicate, limit_s: float, what: str):
     raise AssertionError(f"{what}: not within {limit_s} s")
 
 
+@pytest.mark.full       # a real Slurm runs in the default tier too: test_slurm_cluster's array and cancellation
 @pytest.mark.timeout(3 * BATCH_LIMIT_S)
 def test_a_slurm_batch_grades_like_a_local_one_and_resumes_what_the_scheduler_cancelled(slurm, tmp_path):
     subs = submissions(tmp_path / "subs")

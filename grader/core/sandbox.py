@@ -213,8 +213,12 @@ def _memory_policy(limits: Limits) -> str:
 
 # ---------------------------------------------------------------- the jail
 
-class Jail:
-    """One worker's sandbox: its private files, its cgroup and the command that starts it."""
+class SandboxJail:
+    """One worker's sandbox: its private files, its cgroup and the command that starts it (the
+    level "sandbox" of `grader.core.jail.Jail`)."""
+
+    cwd = "/"               # the host starts bwrap there; inside, the worker's folder is /tmp
+    become = None           # the sandbox maps its own uid
 
     def __init__(self, module_bytes: bytes, module_name: str, *, course: Course, probe_files: list[Path],
                  writable_dirs: list[Path], limits: Limits, git_dir: Path | None = None):
@@ -251,6 +255,22 @@ class Jail:
     @property
     def rlimits(self) -> dict[str, int]:
         return self.limits.rlimits(with_address_space=not self.cgroup.paths)
+
+    def environment(self) -> dict[str, str]:
+        return {"PATH": "/usr/bin:/bin"}         # bwrap's own; the worker's is set inside (--clearenv)
+
+    def processes(self) -> list[int] | None:
+        return None         # every process inside is the zygote's descendant: orphans are adopted by it
+
+    def disk_paths(self) -> list[str]:
+        return []           # its home and /tmp are tmpfs, counted in its memory
+
+    def grant_writable(self) -> None:
+        pass                # the sandbox's uid is mapped to the shared folders' owner
+
+    def exit_code(self, code: int) -> int:
+        """bwrap passes on its child's death by signal N as 128 + N."""
+        return -(code - 128) if code > 128 else code
 
     def close(self) -> None:
         self.cgroup.kill_all()

@@ -103,7 +103,8 @@ def allocate_uid() -> int:
 
 
 class UidJail:
-    """One task's worker host at the uid level: its private folder, its uid, its cgroup."""
+    """One task's worker host at the uid level: its private folder, its uid, its cgroup (the
+    level "uid" of `grader.core.jail.Jail`)."""
 
     def __init__(self, module_bytes: bytes, module_name: str, *, writable_dirs: list[Path], limits: Limits,
                  git_dir: Path | None = None):
@@ -124,6 +125,7 @@ class UidJail:
         self.home = self.private / "home"
         self.home.mkdir(mode=0o700)
         os.chown(self.home, self.uid, self.uid)
+        self.cwd = str(self.home)
         self.writable_dirs = [Path(d) for d in writable_dirs]
         self.runtime = worker_runtime()
         self.cgroup = limits.cgroup(self.private.name)
@@ -150,9 +152,12 @@ class UidJail:
         tmpfs here, as the sandbox has) and everything it owns where any user may write."""
         return [str(self.home), *owned_in_world_writable(self.uid)]
 
-    def processes(self) -> list[int]:
+    def processes(self) -> list[int] | None:
         """Every process of this host's uid, wherever it was reparented."""
         return processes_of(self.uid)
+
+    def exit_code(self, code: int) -> int:
+        return code
 
     def grant_writable(self) -> None:
         """Give the worker's uid what the trusted side made in the shared folders since the last

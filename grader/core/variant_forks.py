@@ -5,9 +5,9 @@ reference, the stub and every mutant and alternative of the task, while a mutant
 often take a tenth of that. With `--variant-plan FILE` the session collects once, runs no test
 itself, and forks one child per tree the plan lists, each while it holds one of the slots that
 the run's sessions share (`grader.core.slots`): the child points the session at its tree, runs
-the tests (the concept's first, when it stops at a concept) and writes that tree's score report. Each child starts from the collected, untouched parent, so no child
-inherits another's results, modules or caches: no process reached by one tree's code serves
-another.
+the tests (the concept's first, when it stops at a concept) and writes that tree's score report.
+Each child starts from the collected, untouched parent, so no child inherits another's results,
+modules or caches: no process reached by one tree's code serves another.
 
 With `"warm": true` the parent grades the plan's first tree itself before it forks: the course's
 own reference, whose grading fills the oracles' caches (expected values, reference models) that

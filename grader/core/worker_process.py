@@ -19,21 +19,19 @@ import logging
 import os
 import platform
 import select
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.cgroups import read_text
-from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Jail, Limits
-from grader.core.uid_jail import UidJail
+from grader.core.jail import Jail, open_jail
+from grader.core.sandbox import Limits
 from grader.course import COURSE, Course
 from grader.schema.report import OUT_OF_MEMORY
 from grader.worker import wire
@@ -198,29 +196,15 @@ class WorkerHost:
         self.probe_errors: dict[str, str] = {}      # probe file -> why it did not load, in the zygote
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe()
-        self.jail: Jail | UidJail | None = None
         self.limits = spec.limits.fitted()          # the box as it is now, as this task starts
         preload = sorted(_imported_libraries(module_bytes, spec.probe_files))
-        if spec.level == "sandbox":
-            self.jail = Jail(module_bytes, Path(module_path).name, course=spec.course, probe_files=list(spec.probe_files),
-                             writable_dirs=list(spec.writable_dirs), limits=self.limits, git_dir=git_dir)
-            argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files)
-            command, cwd, env = self.jail.command(argv), "/", {"PATH": "/usr/bin:/bin"}
-        elif spec.level == "uid":
-            self.jail = UidJail(module_bytes, Path(module_path).name, writable_dirs=list(spec.writable_dirs),
-                                limits=self.limits, git_dir=git_dir)
-            argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files,
-                         become=self.jail.become)
-            command, cwd, env = self.jail.command(argv), str(self.jail.home), self.jail.environment()
-        else:
-            self._workdir = tempfile.mkdtemp(prefix="grader-worker-")
-            self.cgroup = self.limits.cgroup(Path(self._workdir).name)
-            rlimits = self.limits.rlimits(with_address_space=not self.cgroup.paths)
-            command = self.cgroup.wrap(_argv(Path(module_path), theirs.fileno(), rlimits, preload, spec.probe_files),
-                                       oom_score_adj=LEARNER_OOM_SCORE_ADJ)
-            cwd, env = self._workdir, {**os.environ, **WORKER_ENV}
-        if self.jail is not None:
-            self.cgroup = self.jail.cgroup
+        self.jail: Jail = open_jail(spec.level, Path(module_path), module_bytes, course=spec.course,
+                                    probe_files=list(spec.probe_files), writable_dirs=list(spec.writable_dirs),
+                                    limits=self.limits, git_dir=git_dir)
+        self.cgroup = self.jail.cgroup
+        argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files,
+                     become=self.jail.become)
+        command, cwd, env = self.jail.command(argv), self.jail.cwd, self.jail.environment()
         # Its input is an empty pipe, not /dev/null: a file this process opened would be the
         # host's, reachable (chmod, touch) through /proc/<pid>/fd from inside the sandbox.
         empty_r, empty_w = os.pipe()
@@ -323,8 +307,7 @@ class WorkerHost:
         limit covers (nor, at the uid level, its home and what it puts in /tmp): what they keep
         there is measured before each call and while it runs, and a worker over the limit is
         stopped (ScratchFull) before it fills the disk."""
-        beyond = self.jail.disk_paths() if isinstance(self.jail, UidJail) else []
-        used, entries = _usage([*self.spec.writable_dirs, *beyond])
+        used, entries = _usage([*self.spec.writable_dirs, *self.jail.disk_paths()])
         if used > self.spec.limits.scratch_mb << 20 or entries > SCRATCH_ENTRIES:
             raise ScratchFull(f"it keeps {used >> 20} MB in {entries} files in the folders it may write; the limit "
                               f"is {self.spec.limits.scratch_mb} MB and {SCRATCH_ENTRIES} files")
@@ -356,14 +339,12 @@ class WorkerHost:
         orphans are adopted by the zygote, its first process)."""
         if self.cgroup.paths:
             return self.cgroup.processes()
-        if isinstance(self.jail, UidJail):
-            return self.jail.processes()
-        return _descendants_and_self(self.process.pid)
+        own = self.jail.processes()
+        return own if own is not None else _descendants_and_self(self.process.pid)
 
     def grant_writable(self) -> None:
         """Before a call: at the uid level, the shared folders' new entries become the worker's."""
-        if isinstance(self.jail, UidJail):
-            self.jail.grant_writable()
+        self.jail.grant_writable()
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -376,8 +357,7 @@ class WorkerHost:
             code = self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return "still running"
-        if isinstance(self.jail, Jail) and code > 128:     # bwrap passes on its child's death by signal N as 128 + N
-            code = -(code - 128)
+        code = self.jail.exit_code(code)
         if code < 0:
             return f"killed by signal {_signal_name(-code)}"
         return f"exit code {code}"
@@ -390,11 +370,7 @@ class WorkerHost:
             except ProcessLookupError:
                 pass
         self.process.wait()
-        if self.jail is not None:
-            self.jail.close()
-        else:
-            self.cgroup.kill_all()
-            shutil.rmtree(self._workdir, ignore_errors=True)
+        self.jail.close()
         for worker in self._workers:
             worker.channel.close()
         self._workers.clear()

@@ -56,20 +56,29 @@ def sft_with_peft_trl(model_dir, train_path, out_dir, **kwargs):
 '''
 
 
-def test_learner_files_cannot_swell_the_grading_process(tmp_path):
-    reference = {name: COURSE.task_named(name).reference_module.read_text(encoding="utf-8") for name in ("02", "03")}
-    attacks.course_layout(tmp_path / "learner", {"02": reference["02"] + TRAIN_LOOP_BOMBS,
-                                                 "03": reference["03"] + LORA_SFT_BOMBS})
+BOMBS = {  # task: (the bombs appended to its reference, what each prints when it goes off, what the feedback says)
+    "02": (TRAIN_LOOP_BOMBS, ("rewrote the scenario's model config", "wrote a 13000 x 13000 PNG"),
+           ("the PNG is 13000 x 13000 pixels",)),
+    "03": (LORA_SFT_BOMBS, ("claimed rank 130,000",), ("adapter_config.json",)),
+}
+
+
+# The default tier sets off exercise 03's bomb; the full tier both (02's grading is the longer).
+@pytest.mark.parametrize("task", [pytest.param("02", marks=pytest.mark.full), "03"])
+def test_learner_files_cannot_swell_the_grading_process(tmp_path, task):
+    bombs, went_off, said = BOMBS[task]
+    name = COURSE.task_named(task).name
+    attacks.course_layout(tmp_path / "learner", {task: COURSE.task_named(task).reference_module.read_text(encoding="utf-8")
+                                                 + bombs})
     with harness.Watch(tmp_path / "tmp") as watch:
-        cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", "02", "03", "--out-dir", tmp_path / "out"],
+        cli = harness.run_cli(["grade", tmp_path / "learner", "--tasks", task, "--out-dir", tmp_path / "out"],
                               harness.grading_env(tmp_path), cwd=tmp_path, timeout_s=1500)
     watch.survivors()
     assert cli.returncode in (0, 1), cli.output[-2000:]
-    logs = "".join((tmp_path / "out" / "learner" / "logs" / f"{COURSE.task_named(t).name}.log").read_text(errors="replace")
-                   for t in ("02", "03"))
-    for bomb in ("rewrote the scenario's model config", "wrote a 13000 x 13000 PNG", "claimed rank 130,000"):
-        assert f"BOMB {bomb}" in logs, f"the bomb that {bomb} never went off: this proves nothing"
+    log = (tmp_path / "out" / "learner" / "logs" / f"{name}.log").read_text(errors="replace")
+    for bomb in went_off:
+        assert f"BOMB {bomb}" in log, f"the bomb that {bomb} never went off: this proves nothing"
     pools = {k: v for k, v in watch.peak_mb.items() if "grader.running.pool" in k}
     assert pools and max(pools.values()) < POOL_PEAK_LIMIT_MB, pools
     feedback = " ".join(t.feedback for t in read_report(tmp_path / "out" / "learner" / "score_report.json").tests())
-    assert "the PNG is 13000 x 13000 pixels" in feedback and "adapter_config.json" in feedback, feedback[-3000:]
+    assert all(words in feedback for words in said), feedback[-3000:]
