@@ -22,7 +22,7 @@ from pathlib import Path
 
 from grader.core import sandbox
 from grader.core.submission import BACKENDS, BackendContext
-from grader.core.worker_process import WorkerSpec
+from grader.core.worker_host import WorkerSpec
 from grader.course import COURSE, locate_module
 from grader.running import runner
 from grader.running.threads import ONE_THREAD_ENV

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.core import sandbox, worker_process
+from grader.core import sandbox, worker_host
 from grader.core.submission import (
     BACKENDS,
     BackendContext,
@@ -24,7 +24,7 @@ from grader.core.submission import (
     Submission,
     WorkerCrashed,
 )
-from grader.core.worker_process import WorkerSpec
+from grader.core.worker_host import WorkerSpec
 from grader.course import Course
 from grader.worker.loading import StudentImportError, load_module
 
@@ -227,9 +227,9 @@ def test_a_process_whose_first_thread_exited_counts_as_paused_only_once_its_othe
         while Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
             assert time.monotonic() < deadline, "the first thread never exited"
             time.sleep(0.01)
-        assert not worker_process._paused(process.pid), "a process with a running thread was taken for paused"
+        assert not worker_host._paused(process.pid), "a process with a running thread was taken for paused"
         os.kill(process.pid, signal.SIGSTOP)
-        while not worker_process._paused(process.pid):
+        while not worker_host._paused(process.pid):
             assert time.monotonic() < deadline, "SIGSTOP never stopped the other thread"
             time.sleep(0.01)
     finally:
@@ -310,7 +310,7 @@ ORPHANED_GRADER = """
 import sys, time
 from pathlib import Path
 from grader.core.submission import BACKENDS, BackendContext, Submission
-from grader.core.worker_process import WorkerSpec
+from grader.core.worker_host import WorkerSpec
 folder = Path(sys.argv[1])
 spec = WorkerSpec(level="sandbox" if sys.argv[2] == "sandbox" else "none", writable_dirs=(folder,))
 backend = BACKENDS["worker"](folder / "learner.py", BackendContext(folder, folder / "worker.log", spec))
@@ -361,7 +361,7 @@ def test_a_worker_that_cannot_start_is_a_course_fault_with_what_it_printed(tmp_p
     that cannot find the worker) is not the learner's crash: it says what went wrong."""
     def no_worker(*_, **__):
         return [sys.executable, "-c", "import sys; print('no grader.worker.zygote here'); sys.exit(1)"]
-    monkeypatch.setattr(worker_process, "_argv", no_worker)
+    monkeypatch.setattr(worker_host, "_argv", no_worker)
     backend = make_backend(kind, write_module(tmp_path, LEARNER), tmp_path)
     try:
         with pytest.raises(CourseFault, match="could not start .*exit code 1.*no grader.worker.zygote here"):

@@ -114,6 +114,7 @@ def test_fork_workflow_writes_summary_annotations_and_junit(release, fork_check)
     assert upload["if"] == "always()" and upload["with"]["path"].rstrip("/") == "grader-reports"
 
 
+@pytest.mark.full       # the fork's check runs in the default tier (test_fork_workflow_writes_summary_annotations_and_junit)
 def test_fork_check_exit_status_follows_fail_under(release, learner_env):
     assert learner("grader check 01 --fail-under 0", learner_env, release.root).returncode == 0
     assert learner("grader check 01 --fail-under 1", learner_env, release.root).returncode == 1

@@ -3,7 +3,7 @@
 A jail holds the bytes of the learner's module where its worker reads them, the cgroup and
 resource limits it runs under, and the command, folder and environment it starts with; it says
 which processes are its own, what it keeps on the host's disk beyond the shared folders, and
-cleans everything up on `close`. `grader.core.worker_process.WorkerHost` asks nothing else of a
+cleans everything up on `close`. `grader.core.worker_host.WorkerHost` asks nothing else of a
 level: a new level is a class here and a line in `JAILS`.
 
 - `NoJail` (level "none"): the module where it was submitted, a scratch folder as the worker's

@@ -37,7 +37,7 @@ from grader.core.outcome import (
 )
 from grader.core.spec import GradingSpec
 from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
-from grader.core.worker_process import WorkerSpec
+from grader.core.worker_host import WorkerSpec
 from grader.course import Task, locate_module
 from grader.schema.record import git_commit, new_run_id, run_record
 from grader.schema.report import (

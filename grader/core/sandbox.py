@@ -34,7 +34,7 @@ may create one, else memory by RLIMIT_AS; the memory fitted to the box the gradi
 size and open files by rlimits the worker sets on itself before the learner's module is imported
 (with no capabilities it cannot raise them again); what it keeps in the folders it shares with the
 tests, which are on the host's disk, by the trusted side measuring them while it runs
-(`grader.core.worker_process`).
+(`grader.core.worker_host`).
 Everything in the sandbox dies with it: the pid namespace ends with its first process, and the
 cgroup is emptied by SIGKILL before it is removed.
 """

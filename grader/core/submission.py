@@ -21,7 +21,7 @@ from types import ModuleType, TracebackType
 from typing import Protocol
 
 from grader.core.intake import find_git_dir, git_head, read_module
-from grader.core.worker_process import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
+from grader.core.worker_host import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.course import COURSE
 from grader.schema.report import OUT_OF_MEMORY, Status
 from grader.worker import wire
