@@ -10,6 +10,7 @@ the audit counts them apart, since a suite can be sharp against its own authors'
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -120,8 +121,10 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
     """Every task's audit at each of `seeds` (per task, one TaskAudit per seed, in order): the
     variants are written once; each task's suite is collected once per seed, and each tree graded
     in a fork of that session, `jobs` at a time (`grader.core.variant_forks`)."""
-    with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch:
-        subjects = {task.name: _subjects(task, Path(scratch)) for task in tasks}
+    with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch, ThreadPoolExecutor(max(1, jobs)) as writers:
+        # each variant's tree is a git repository of one commit: three git processes a tree, `jobs` at once
+        written = writers.map(lambda task: _subjects(task, Path(scratch)), tasks)
+        subjects = {task.name: found for task, found in zip(tasks, written)}
         orders = {name: _grading_order(found) for name, found in subjects.items()}
         plans = [(task, seed) for seed in seeds for task in tasks]
         groups = [runner.ForkedGradings(task, [(subjects[task.name][i][1], _stop_at(subjects[task.name][i][0]))
