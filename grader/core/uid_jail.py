@@ -11,7 +11,9 @@ workers, and file permissions do the rest:
 
 - what it may read: the Python environment, `datasets/`, the task's probe files and the worker's
   side of the grader (all world-readable), and its private folder: a copy of the learner's module
-  in a folder it cannot write, and a home and temporary folder of its own;
+  (and the submission's `.git`) in a folder it cannot write, which its group alone may enter, so
+  that another submission's worker, which sees its zygote's command line, cannot open it; and a
+  home and temporary folder of its own;
 - what it may write: those two folders, and the pytest folders of its own grading, whose entries
   the trusted side gives to its uid before each call (`grant_writable`);
 - what it may neither read nor write: everything that decides a grade, sealed by `seal` before
@@ -114,14 +116,15 @@ class UidJail:
         remove_files_of(self.uid)
         self.private = Path(tempfile.mkdtemp(prefix="grader-uid-", dir=shared_temp_root()))
         os.chmod(self.private, 0o711)
-        submission = self.private / "submission"            # readable, not writable: the bytes graded
-        submission.mkdir(mode=0o755)
+        # The bytes graded: readable by this host's uid alone (through its group), writable by none of
+        # it. Its path is on the zygote's command line, which every uid can see.
+        submission = self.private / "submission"
+        submission.mkdir()
         self.module_path = submission / module_name
         self.module_path.write_bytes(module_bytes)
-        os.chmod(self.module_path, 0o644)
         if git_dir is not None:            # the submission's own history: its code may record its commit
             shutil.copytree(git_dir, submission / ".git", symlinks=True)
-            _world_readable(submission / ".git")
+        _readable_by_group_only(submission, self.uid)
         self.home = self.private / "home"
         self.home.mkdir(mode=0o700)
         os.chown(self.home, self.uid, self.uid)
@@ -246,13 +249,17 @@ def remove_files_of(uid: int) -> None:
             continue
 
 
-def _world_readable(tree: Path) -> None:
+def _readable_by_group_only(tree: Path, gid: int) -> None:
+    """Every folder and file of `tree` this process's, of group `gid`, which may read them; no
+    other user may even enter."""
     for root, _dirs, files in os.walk(tree):
-        os.chmod(root, 0o755)
+        os.chown(root, -1, gid)
+        os.chmod(root, 0o750)
         for name in files:
             path = os.path.join(root, name)
             if not os.path.islink(path):
-                os.chmod(path, 0o644)
+                os.chown(path, -1, gid)
+                os.chmod(path, 0o440)
 
 
 # ---------------------------------------------------------------- sealing what decides a grade

@@ -15,31 +15,11 @@ from grader.core.uid_jail import allocate_uid
 from grader.course import COURSE
 from grader.running.runner import GradingRun
 from grader.schema.report import Isolation
+from grader.worker.loading import sibling_module
+
+harness = sibling_module(__file__, "harness")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a worker's uid is taken by root only")
-
-
-def tries_as(uid: int, attempt) -> str:
-    """What `attempt()` did in a child that became `uid` (no groups), as a word."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            attempt()
-            said = b"done"
-        except PermissionError:
-            said = b"refused"
-        except BaseException as exc:                 # noqa: BLE001 - reported, then the child ends
-            said = type(exc).__name__.encode()
-        os.write(write, said)
-        os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    with os.fdopen(read, "rb") as result:
-        return result.read().decode()
 
 
 def test_a_workers_uid_can_neither_read_nor_rewrite_the_next_tasks_spec(tmp_path):
@@ -58,10 +38,10 @@ def test_a_workers_uid_can_neither_read_nor_rewrite_the_next_tasks_spec(tmp_path
         forged = {**json.loads(following.read_text()), "isolation": {"level": "none"}, "seed": 0}
         following.write_text(json.dumps(forged))
 
-    assert tries_as(uid, lambda: following.read_text()) == "refused"
-    assert tries_as(uid, rewrite) == "refused"
-    assert tries_as(uid, lambda: os.rename(following, following.with_suffix(".old"))) == "refused"
-    assert tries_as(uid, lambda: (out_dir / "parts" / "planted.spec.json").write_text("{}")) == "refused"
+    assert harness.tries_as(uid, lambda: following.read_text()) == "refused"
+    assert harness.tries_as(uid, rewrite) == "refused"
+    assert harness.tries_as(uid, lambda: os.rename(following, following.with_suffix(".old"))) == "refused"
+    assert harness.tries_as(uid, lambda: (out_dir / "parts" / "planted.spec.json").write_text("{}")) == "refused"
     assert json.loads(following.read_text())["seed"] == 7
     assert sorted(p.name for p in (out_dir / "parts").iterdir()) == [s.name for s in specs]
     assert oct(Path(out_dir / "parts").stat().st_mode & 0o777) == oct(0o700)
