@@ -4,7 +4,7 @@ A jail holds the bytes of the learner's module where its worker reads them, the 
 resource limits it runs under, and the command, folder and environment it starts with; it says
 which processes are its own, what it keeps on the host's disk beyond the shared folders, and
 cleans everything up on `close`. `grader.core.worker_host.WorkerHost` asks nothing else of a
-level: a new level is a class here and a line in `JAILS`.
+level: a new level is a class of this protocol and a line in `open_jail`.
 
 - `NoJail` (level "none"): the module where it was submitted, a scratch folder as the worker's
   working directory, the cgroup if the box gives one (else address-space limits).
@@ -57,7 +57,7 @@ class NoJail:
 
     @property
     def rlimits(self) -> dict[str, int]:
-        return self.limits.rlimits(with_address_space=not self.cgroup.paths)
+        return self.limits.rlimits(self.cgroup)
 
     def command(self, argv: list[str]) -> list[str]:
         return self.cgroup.wrap(argv, oom_score_adj=LEARNER_OOM_SCORE_ADJ)

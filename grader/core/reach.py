@@ -68,14 +68,15 @@ class _Definitions:
         self.dumps: dict[str, str] = {}
         self.names: dict[str, set[str]] = {}
         self.others: list[str] = []
-        nodes = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-        defined = {node.name for node in nodes}
+        nodes = []
         for node in tree.body:
-            if node not in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                nodes.append(node)
+                self.dumps[node.name] = ast.dump(node)
+            else:
                 self.others.append(ast.dump(node))
         for node in nodes:
-            self.dumps[node.name] = ast.dump(node)
-            self.names[node.name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defined}
+            self.names[node.name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in self.dumps}
 
     def closure(self, names: set[str]) -> frozenset[str]:
         """`names` and every definition named in the code of one of them, repeatedly."""
@@ -97,7 +98,8 @@ class ReachRecorder:
         path = Path(module_path)
         self._paths = {str(path), str(path.absolute()), os.path.realpath(path)}
         self._file_name = path.name
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        self.source = path.read_text(encoding="utf-8")       # what was recorded, to compare variants with
+        tree = ast.parse(self.source)
         self._definitions = _Definitions(tree)
         self.reached: dict[str, Reached] = {}
         self._everything = False

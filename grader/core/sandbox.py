@@ -128,10 +128,11 @@ class Limits:
         room = (budget.limit_bytes - budget.held_bytes) // sharing // 2**20 - TRUSTED_GROWTH_MB
         return replace(self, memory_mb=max(MIN_WORKER_MEMORY_MB, min(asked, room)))
 
-    def rlimits(self, with_address_space: bool) -> dict[str, int]:
-        """The rlimits the worker sets on itself (`grader.worker.zygote.apply_rlimits`)."""
+    def rlimits(self, cgroup: cgroups.Cgroup) -> dict[str, int]:
+        """The rlimits a worker in `cgroup` sets on itself (`grader.worker.zygote.apply_rlimits`):
+        its address space only where no cgroup holds its memory."""
         limits = {"CPU": self.cpu_seconds, "FSIZE": self.file_size_mb << 20, "NOFILE": self.open_files}
-        if with_address_space:
+        if not cgroup.paths:
             limits["AS"] = self.memory_mb << 20
         return limits
 
@@ -254,7 +255,7 @@ class SandboxJail:
 
     @property
     def rlimits(self) -> dict[str, int]:
-        return self.limits.rlimits(with_address_space=not self.cgroup.paths)
+        return self.limits.rlimits(self.cgroup)
 
     def environment(self) -> dict[str, str]:
         return {"PATH": "/usr/bin:/bin"}         # bwrap's own; the worker's is set inside (--clearenv)

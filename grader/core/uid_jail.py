@@ -145,7 +145,7 @@ class UidJail:
 
     @property
     def rlimits(self) -> dict[str, int]:
-        limits = self.limits.rlimits(with_address_space=not self.cgroup.paths)
+        limits = self.limits.rlimits(self.cgroup)
         if not self.cgroup.paths:
             limits["NPROC"] = self.limits.processes
         return limits

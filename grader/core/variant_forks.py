@@ -154,18 +154,21 @@ class _Reference:
 
 def _grade_warm(session, variant: dict) -> _Reference | None:
     """In the parent: grade the course's reference, recording in process what each test reaches."""
+    recorder = _recorder(session, Path(variant["impl"]))
+    _grade(session, variant, recorder=recorder)
+    return None if recorder is None else _Reference(recorder.source, dict(grading_session(session.config).results),
+                                                    recorder.reached)
+
+
+def _recorder(session, impl: Path) -> ReachRecorder | None:
+    """A recorder of the module at `impl`, where learner code runs in this process and loads."""
     grading = grading_session(session.config)
     if grading.spec.backend != "inprocess" or not session.items:
-        _grade(session, variant)
         return None
-    module = locate_module(Path(variant["impl"]), grading.task_of(session.items[0]))
     try:
-        recorder = ReachRecorder(module)
-    except (Exception, SystemExit):       # the reference does not load: its grading says why, and every tree runs whole
-        _grade(session, variant)
+        return ReachRecorder(locate_module(impl, grading.task_of(session.items[0])))
+    except (Exception, SystemExit):       # it does not load: its grading says why, and every tree runs whole
         return None
-    _grade(session, variant, recorder=recorder)
-    return _Reference(module.read_text(encoding="utf-8"), dict(grading.results), recorder.reached)
 
 
 def _grade(session, variant: dict, recorder: ReachRecorder | None = None, reference: _Reference | None = None) -> int:

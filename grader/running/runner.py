@@ -147,8 +147,8 @@ def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreRep
             report_paths.append(reports)
         largest_first = sorted(range(len(groups)), key=lambda i: -len(groups[i].trees))
         limit_s = max(group.limit_s * len(group.trees) for group in groups)
-        codes = PytestPool(sessions, concurrent=workers).run([pool_jobs[i] for i in largest_first], limit_s)
-        codes = [codes[largest_first.index(i)] for i in range(len(groups))]
+        ran = PytestPool(sessions, concurrent=workers).run([pool_jobs[i] for i in largest_first], limit_s)
+        codes = [code for _, code in sorted(zip(largest_first, ran))]
         return [[_forked_report(path, tree, code) for path, (tree, _) in zip(paths, group.trees)]
                 for paths, group, code in zip(report_paths, groups, codes)]
 
