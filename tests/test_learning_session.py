@@ -111,7 +111,7 @@ def test_children_forked_ahead_run_the_module_as_saved_after_them(tmp_path):
     first = child.check().report.task(TASK.name)
     assert first.points < first.max_points
     child.prepare()
-    forked_ahead = [c.pid for c in child._ready]
+    forked_ahead = [c.process.pid for c in child._ready]
     assert len(forked_ahead) == 2 and all(alive(pid) for pid in forked_ahead)
     path.write_text((COURSE.solutions / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"), encoding="utf-8")
     result = child.check()
@@ -120,7 +120,7 @@ def test_children_forked_ahead_run_the_module_as_saved_after_them(tmp_path):
     assert not any(alive(pid) for pid in forked_ahead), "each child serves one check"
     assert not learner_module_loaded(path)
     child.prepare()
-    dropped = [c.pid for c in child._ready]
+    dropped = [c.process.pid for c in child._ready]
     child.discard()
     assert child._ready == [] and not any(alive(pid) for pid in dropped)
 

@@ -10,7 +10,6 @@ import contextlib
 import functools
 import os
 import pickle
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 from grader.core.intake import Unreadable, read_inside, resolved_inside
+from grader.forks import Fork
 from grader.worker.loading import sibling_module  # noqa: F401  (the suites' import)
 
 if TYPE_CHECKING:
@@ -78,26 +78,23 @@ def in_fork(oracle):
     @functools.wraps(oracle)
     def run(*args, **kwargs):
         read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:                               # the child: answer, then vanish without cleanup
+
+        def answer() -> int:                       # in the child: answer, then vanish without cleanup
+            os.close(read_end)
             try:
-                os.close(read_end)
-                try:
-                    answer = ("value", oracle(*args, **kwargs))
-                except BaseException as exc:       # noqa: BLE001 (every failure is the parent's to report)
-                    answer = ("error", f"{type(exc).__name__}: {exc}")
-                with os.fdopen(write_end, "wb") as out:
-                    pickle.dump(answer, out)
-            finally:
-                os._exit(0)
+                answer = ("value", oracle(*args, **kwargs))
+            except BaseException as exc:           # noqa: BLE001 (every failure is the parent's to report)
+                answer = ("error", f"{type(exc).__name__}: {exc}")
+            with os.fdopen(write_end, "wb") as out:
+                pickle.dump(answer, out)
+            return 0
+        child = Fork.start(answer)
         os.close(write_end)
         try:
             with os.fdopen(read_end, "rb") as answer_pipe:
                 data = answer_pipe.read()
         finally:                                   # also when the test's time runs out meanwhile
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            child.end_now()
         try:
             kind, value = pickle.loads(data)
         except Exception:                          # noqa: BLE001 (nothing, or half an answer)

@@ -442,9 +442,9 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not metadata.of_item(item).long]
 
 
-def concept_first(items: list, concept: str) -> None:
-    """The concept's tests first, each group in its order."""
-    items.sort(key=lambda item: metadata.of_item(item).concept != concept)      # stable
+def concept_first(items: list, concept: str, cost=lambda item: 0.0) -> None:
+    """The concept's tests first, the cheapest first by `cost(item)`, each group otherwise in its order."""
+    items.sort(key=lambda item: (metadata.of_item(item).concept != concept, cost(item)))      # stable
 
 
 def pytest_runtest_setup(item):

@@ -41,6 +41,7 @@ import stat
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from grader.core.cgroups import read_text
@@ -53,6 +54,7 @@ from grader.core.sandbox import (
     worker_runtime,
 )
 from grader.course import COURSE
+from grader.forks import Fork
 
 log = logging.getLogger(__name__)
 
@@ -201,17 +203,16 @@ def kill_uid(uid: int, timeout_s: float = 5.0) -> None:
     signals all it may (kill(-1) reaches exactly the processes of its own uid)."""
     deadline = time.monotonic() + timeout_s
     while processes_of(uid) and time.monotonic() < deadline:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
+        Fork.start(partial(_kill_all_as, uid)).reap()
         time.sleep(0.01)
+
+
+def _kill_all_as(uid: int) -> int:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    os.kill(-1, signal.SIGKILL)
+    return 0
 
 
 def owned_in_world_writable(uid: int) -> list[str]:

@@ -25,15 +25,13 @@ the parent saying how it ended.
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
-import os
-import select
-import signal
 import sys
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -43,9 +41,9 @@ from grader.core.plugin import concept_first, grading_session
 from grader.core.reach import Reached, ReachRecorder, changed_definitions, needs_running
 from grader.core.slots import POLL_S, SharedSlots
 from grader.course import locate_module
+from grader.forks import Ending, Fork, waiting_on
 from grader.schema.record import new_run_id
 from grader.schema.report import ScoreReport, TestResult, write_report
-from grader.worker.zygote import die_with_parent
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -62,60 +60,38 @@ def pytest_runtestloop(session):
         reference = _grade_warm(session, waiting.pop(0))
         slots.give_back(warm_slot)
         session.shouldstop = session.shouldfail = False
-    running: list[_Child] = []
+    # What the session holds now lives on in every child: frozen, the garbage collections a
+    # child runs scan only its own objects, and leave the pages it shares with its parent shared.
+    gc.collect()
+    gc.freeze()
+    running: dict[Fork, tuple[dict, int]] = {}       # each child: its tree, its slot
     while waiting or running:
         while waiting and (slot := slots.take()) is not None:
-            running.append(_Child.start(session, waiting.pop(0), reference, slot, slots))
-        deadline = min([child.deadline for child in running], default=math.inf)
-        wait_s = min(deadline - time.monotonic(), POLL_S if waiting else math.inf)
-        ready, _, _ = select.select([child.pidfd for child in running], [], [], max(0.0, wait_s))
-        for child in list(running):
-            if child.pidfd in ready or time.monotonic() >= child.deadline:
-                child.finish()
-                slots.give_back(child.slot)
-                running.remove(child)
+            variant = waiting.pop(0)
+            child = Fork.start(partial(_grade_in_child, session, variant, reference, slots), variant["limit_s"])
+            running[child] = (variant, slot)
+        ended, _ = waiting_on(running, POLL_S if waiting else math.inf)
+        for child in ended:
+            variant, slot = running.pop(child)
+            _report_ending(variant, child.reap())
+            slots.give_back(slot)
     return True          # the parent itself runs no test
 
 
-@dataclass
-class _Child:
-    pid: int
-    pidfd: int
-    variant: dict
-    deadline: float
-    slot: int
+def _grade_in_child(session, variant: dict, reference: _Reference | None, slots: SharedSlots) -> int:
+    slots.forget_inherited()
+    _renew_torch_thread_pool()
+    return _grade(session, variant, reference=reference)
 
-    @classmethod
-    def start(cls, session, variant: dict, reference: _Reference | None, slot: int, slots: SharedSlots) -> _Child:
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            code = 3
-            try:
-                die_with_parent(parent)
-                slots.forget_inherited()
-                _renew_torch_thread_pool()
-                code = _grade(session, variant, reference=reference)
-            finally:
-                os._exit(code)
-        return cls(pid, os.pidfd_open(pid), variant, time.monotonic() + variant["limit_s"], slot)
 
-    def finish(self) -> None:
-        """Reap the child (killed if past its deadline); a child that left no report gets one."""
-        overdue = not select.select([self.pidfd], [], [], 0)[0]
-        if overdue:
-            os.kill(self.pid, signal.SIGKILL)
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.pidfd)
-        ending = None
-        if overdue:
-            ending = f"ran past its time limit ({self.variant['limit_s']:.0f} s)"
-        elif os.WIFSIGNALED(status):
-            ending = f"process was killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
-        report = Path(self.variant["report"])
-        if ending or not report.exists():
-            write_report(ScoreReport.failed(f"the grading {ending or 'ended without a score report'}",
-                                            {"path": self.variant["impl"]}), report)
+def _report_ending(variant: dict, ending: Ending) -> None:
+    """A tree whose child was killed, or left no report, gets one that says how it ended."""
+    report = Path(variant["report"])
+    if ending.exited and report.exists():
+        return
+    why = f"ran past its time limit ({variant['limit_s']:.0f} s)" if ending.overdue else \
+        "ended without a score report" if ending.exited else f"process {ending}"
+    write_report(ScoreReport.failed(f"the grading {why}", {"path": variant["impl"]}), report)
 
 
 def _renew_torch_thread_pool() -> None:
@@ -135,6 +111,11 @@ class _Reference:
     source: str
     results: dict[str, TestResult]
     reached: dict[str, Reached]
+
+    def duration(self, item) -> float:
+        """How long `item` took on the reference (an unknown test last)."""
+        result = self.results.get(item.nodeid)
+        return result.duration_s if result is not None else math.inf
 
     def results_to_take(self, items, module: Path) -> dict[str, TestResult]:
         """The results of `items` that need not run on a tree whose module is at `module`: tests
@@ -185,7 +166,8 @@ def _grade(session, variant: dict, recorder: ReachRecorder | None = None, refere
                                            stop_on_concept=concept, score_report=Path(variant["report"])))
     items = session.items
     if concept:
-        concept_first(items, concept)
+        # A mutant is killed by any failing test of its concept: the quickest on the reference run first.
+        concept_first(items, concept, reference.duration if reference is not None else lambda item: 0.0)
     grading.expect(items)
     taken = reference.results_to_take(items, locate_module(grading.spec.impl, grading.task_of(items[0]))) \
         if reference is not None and items else {}

@@ -20,6 +20,7 @@ child killed, and the report says which test it was, with the results of the tes
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -28,16 +29,17 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from grader.core.plugin import grading_session, time_limit
 from grader.course import Task
+from grader.forks import Fork, waiting_on
 from grader.learning.warm import is_library_module, one_torch_thread
 from grader.running.runner import PARTS, GradingRun
 from grader.schema.report import ReportError, ScoreReport, TestResult, read_report, write_report
-from grader.worker.zygote import die_with_parent
 
 # pytest-timeout ends an over-long test inside the child at its own limit; the parent waits this
 # much longer (the child's own report is the better one) before it kills a child whose learner
@@ -91,11 +93,11 @@ class CheckChild:
         for child in self._ready:
             os.close(child.go_fd)
             os.close(child.read_fd)
-            _reap(child.pid)
+            child.process.end_now()
         self._ready = []
 
     def _fork(self) -> list[_Child]:
-        parent, run = os.getpid(), self.runs + 1
+        run = self.runs + 1
         children: list[_Child] = []
         for share in range(self.shares):
             args, report_path = self.arguments(share, run)
@@ -103,14 +105,12 @@ class CheckChild:
             read_fd, write_fd = os.pipe()
             go_read_fd, go_fd = os.pipe()
             log_path = self.workdir / ("pytest.log" if share == 0 else f"pytest-{share}.log")
-            pid = os.fork()
-            if pid == 0:                                    # the child: never returns
-                for fd in (read_fd, go_fd, *(end for c in children for end in (c.read_fd, c.go_fd))):
-                    os.close(fd)
-                _child(args, write_fd, go_read_fd, log_path, parent, (share, self.shares, self.durations))
+            others = (read_fd, go_fd, *(end for c in children for end in (c.read_fd, c.go_fd)))
+            process = Fork.start(partial(_child, args, write_fd, go_read_fd, log_path, others,
+                                         (share, self.shares, self.durations)))
             os.close(write_fd)
             os.close(go_read_fd)
-            children.append(_Child(pid, read_fd, go_fd, report_path, log_path))
+            children.append(_Child(process, read_fd, go_fd, report_path, log_path))
         return children
 
     def check(self, on_test=None, cancelled=lambda: False) -> CheckResult:
@@ -129,8 +129,7 @@ class CheckChild:
         finally:
             for child in children:
                 os.close(child.read_fd)
-                if child.ending in (None, "timeout", "cancelled"):     # killed (or interrupted), not reaped yet
-                    _reap(child.pid)
+                child.process.end_now()         # reaped already, unless killed or interrupted
         for child in children:      # the longest time each test has taken: a failing run is often a short one
             for test, result in child.state.results.items():
                 self.durations[test] = max(self.durations.get(test, 0.0), float(result.get("duration_s") or 0.0))
@@ -168,20 +167,18 @@ def _merged(reports: list[ScoreReport], order: list[str], task_name: str) -> Sco
                    stopped_early=next((report.stopped_early for report, _ in found if report.stopped_early), None))
 
 
-def _child(args: list[str], pipe_fd: int, go_fd: int, log_path: Path, parent: int, share: tuple[int, int, dict]) -> None:
-    code = 3
-    try:
-        die_with_parent(parent)
-        for ending in ENDINGS:                      # Ctrl-C at the terminal ends the check at once
-            signal.signal(ending, signal.SIG_DFL)   # (not the watcher's way), once they are let through
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDINGS)
-        one_torch_thread()
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
-        os.dup2(log, 2)          # never onto the watcher's screen
-        code = int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"), *share, go_fd=go_fd)]))
-    finally:
-        os._exit(code)
+def _child(args: list[str], pipe_fd: int, go_fd: int, log_path: Path, others: tuple[int, ...],
+           share: tuple[int, int, dict]) -> int:
+    for fd in others:
+        os.close(fd)
+    for ending in ENDINGS:                      # Ctrl-C at the terminal ends the check at once
+        signal.signal(ending, signal.SIG_DFL)   # (not the watcher's way), once they are let through
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDINGS)
+    one_torch_thread()
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)          # pytest's output, and anything C code prints, goes to the log,
+    os.dup2(log, 2)          # never onto the watcher's screen
+    return int(pytest.main(args, plugins=[ChildReporter(os.fdopen(pipe_fd, "w"), *share, go_fd=go_fd)]))
 
 
 @contextmanager
@@ -281,12 +278,13 @@ class _Followed:
 
 @dataclass
 class _Child:
-    pid: int
+    process: Fork
     read_fd: int
     go_fd: int              # the parent's end of the pipe that tells the child to run its tests
     report_path: Path
     log_path: Path
     state: _Followed = field(default_factory=_Followed)
+    pipe_closed: bool = False
     ending: str | None = None       # "exited", "timeout", "cancelled" or "signal NAME", once it has ended
 
     def go(self) -> None:
@@ -300,6 +298,7 @@ class _Child:
         *lines, self.state.pending = (self.state.pending + chunk).split(b"\n")
         for line in lines:
             _take_message(line, self.state, on_test)
+        self.process.deadline = math.inf if self.state.deadline is None else self.state.deadline
 
 
 def _follow(children: list[_Child], on_test, cancelled) -> None:
@@ -307,28 +306,29 @@ def _follow(children: list[_Child], on_test, cancelled) -> None:
     test's limit, or all when cancelled."""
     running = list(children)
     while running:
-        ready, _, _ = select.select([child.read_fd for child in running], [], [], POLL_S)
-        for child in list(running):
-            chunk = os.read(child.read_fd, 1 << 16) if child.read_fd in ready else None
+        by_fd = {child.read_fd: child for child in running if not child.pipe_closed}
+        ended, readable = waiting_on([child.process for child in running], POLL_S, also=by_fd)
+        for fd in readable:
+            chunk = os.read(fd, 1 << 16)
             if chunk:
-                child.take(chunk, on_test)
+                by_fd[fd].take(chunk, on_test)
             else:
-                # The pipe closed, or nothing came: has the child ended? (Something it started may
-                # hold the pipe open after it: the child's exit is what counts.)
-                done, status = os.waitpid(child.pid, 0 if chunk == b"" else os.WNOHANG)
-                if done:
-                    while select.select([child.read_fd], [], [], 0)[0] and (rest := os.read(child.read_fd, 1 << 16)):
-                        child.take(rest, on_test)
-                    child.ending = _ending(status)
-                    running.remove(child)
-                    continue
-            if child.state.deadline is not None and time.monotonic() > child.state.deadline:
-                os.kill(child.pid, signal.SIGKILL)
-                child.ending = "timeout"
-                running.remove(child)
+                by_fd[fd].pipe_closed = True
+        for child in list(running):
+            if child.process not in ended:
+                continue
+            # Its exit is what counts (something it started may hold the pipe open after it): what
+            # it wrote before it is read, unless the watchdog ended it.
+            ending = child.process.reap()
+            while not ending.overdue and select.select([child.read_fd], [], [], 0)[0] and \
+                    (rest := os.read(child.read_fd, 1 << 16)):
+                child.take(rest, on_test)
+            child.ending = "timeout" if ending.overdue else \
+                f"signal {ending.signal}" if ending.signal else "exited"
+            running.remove(child)
         if running and cancelled():
             for child in running:
-                os.kill(child.pid, signal.SIGKILL)
+                child.process.end_now()
                 child.ending = "cancelled"
             return
 
@@ -351,20 +351,6 @@ def _take_message(line: bytes, state: _Followed, on_test) -> None:
         elif isinstance(message.get("imported"), list):
             state.imported = [name for name in message["imported"] if isinstance(name, str)]
     except (ValueError, TypeError, KeyError, AttributeError):
-        pass
-
-
-def _ending(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
-    return "exited"
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
         pass
 
 

@@ -29,7 +29,6 @@ import os
 import secrets
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,8 +38,8 @@ from pathlib import Path
 
 from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
 from grader.course import COURSE
+from grader.forks import Fork
 from grader.running.threads import ONE_THREAD_ENV
-from grader.worker.zygote import die_with_parent
 
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"
@@ -192,22 +191,13 @@ def _serve() -> None:
 
 def _session(pytest, args: list[str], log_path: str, replies) -> int | str:
     """One pytest session in a child of this process: its exit code, or SESSION_DIED and how."""
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        code = 3
-        try:
-            die_with_parent(parent)          # a pool process killed by its watchdog takes its session with it
-            replies.close()
-            with open(log_path, "a", encoding="utf-8") as log, \
-                    contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                code = int(pytest.main(args))
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status)
-    return f"{SESSION_DIED}: killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
+    def body() -> int:
+        replies.close()
+        with open(log_path, "a", encoding="utf-8") as log, \
+                contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            return int(pytest.main(args))
+    ending = Fork.start(body).reap()          # a pool process killed by its watchdog takes its session with it
+    return f"{SESSION_DIED}: {ending}" if ending.code is None else ending.code
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ def _meaning(code) -> str:
     if isinstance(code, str) and code.startswith(SESSION_DIED):
         budget = memory_budget()
         memory = f"; the box's memory limit is {budget.limit_bytes >> 20} MB" if budget else ""
-        return f"its grading process was {code[len(SESSION_DIED) + 2:]}{memory}"
+        return f"its grading process {code[len(SESSION_DIED) + 2:]}{memory}"
     return _EXIT_MEANINGS.get(code, "unknown")
 
 
