@@ -29,8 +29,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.cgroups import CPU_PERIOD_US, own_dir, read_text
 from grader.course import COURSE
+from grader.isolation.cgroups import CPU_PERIOD_US, own_dir, read_text
 
 CONTROLLERS = ("memory", "cpu", "pids")
 BOX_PROCESSES = 4096

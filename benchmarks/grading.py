@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core import sandbox
-from grader.core.submission import BACKENDS, BackendContext
-from grader.core.worker_host import WorkerSpec
 from grader.course import COURSE, locate_module
+from grader.isolation import sandbox
+from grader.isolation.worker_host import WorkerSpec
 from grader.running import runner
 from grader.running.threads import ONE_THREAD_ENV
+from grader.session.submission import BACKENDS, BackendContext
 
 
 def wall(fn):

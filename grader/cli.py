@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader import logs
-from grader.core import isolation, sandbox, uid_jail
 from grader.course import COURSE, locate_module
 from grader.delivery import CHANNELS, Channel, Refused
+from grader.isolation import levels, sandbox, uid_jail
 from grader.reports.formats import FORMATS
 from grader.reports.render import batch_table, print_report
 from grader.running import batch, runner
@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--seed", type=int, help="seed for the suites' random inputs (default: drawn per submission "
                                                 "from the course's secret and its modules, the same at every regrading)")
     grade.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this")
-    grade.add_argument("--isolation", choices=isolation.CHOICES,
+    grade.add_argument("--isolation", choices=levels.CHOICES,
                        help="isolate learner code as strongly as this machine allows: the sandbox, else the uid "
                             "level (auto, the default); refuse to grade with neither (required, the default with "
                             "--gradescope or --prairielearn, whose platforms take the result as a grade); or not at "
@@ -259,11 +259,11 @@ def _grade(args, tasks, console) -> int:
             return USAGE
     wanted, limits = _isolation_wanted(args), sandbox.Limits.from_env()
     try:
-        where = isolation.resolve(wanted, "worker", limits)
-    except isolation.IsolationUnavailable as exc:
+        where = levels.resolve(wanted, "worker", limits)
+    except levels.IsolationUnavailable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
-            _write_outputs(isolation.refused_report(exc, args.paths[0]), args)
+            _write_outputs(levels.refused_report(exc, args.paths[0]), args)
         return USAGE
     out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
     level, reason = where["level"], where["reason"]

@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.core import sandbox, worker_host
-from grader.core.submission import (
+from grader.course import Course
+from grader.isolation import sandbox, worker_host
+from grader.isolation.worker_host import WorkerSpec
+from grader.session.submission import (
     BACKENDS,
     BackendContext,
     BadReturnValue,
@@ -24,8 +26,6 @@ from grader.core.submission import (
     Submission,
     WorkerCrashed,
 )
-from grader.core.worker_host import WorkerSpec
-from grader.course import Course
 from grader.worker.loading import StudentImportError, load_module
 
 KINDS = ["inprocess", "worker", "sandbox"]
@@ -309,8 +309,8 @@ def test_hard_exit_at_import_is_a_crash(tmp_path, kind):
 ORPHANED_GRADER = """
 import sys, time
 from pathlib import Path
-from grader.core.submission import BACKENDS, BackendContext, Submission
-from grader.core.worker_host import WorkerSpec
+from grader.session.submission import BACKENDS, BackendContext, Submission
+from grader.isolation.worker_host import WorkerSpec
 folder = Path(sys.argv[1])
 spec = WorkerSpec(level="sandbox" if sys.argv[2] == "sandbox" else "none", writable_dirs=(folder,))
 backend = BACKENDS["worker"](folder / "learner.py", BackendContext(folder, folder / "worker.log", spec))

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from grader.core.checks import learner_file, learner_path
+from grader.suite.checks import learner_file, learner_path
 
 
 def test_a_file_the_learner_wrote_inside_the_folder_is_read(tmp_path):

@@ -54,10 +54,10 @@ def test_learner_failures_show_the_learners_line_and_full_trace_shows_everything
     short = pytest_run()
     assert 'Your line 19, in softmax: raise NotImplementedError(\'see README.md, section "Stable softmax"\')' in short
     assert 'softmax() is not implemented yet: see README.md, section "Stable softmax"' in short
-    assert "grader/core/submission.py" not in short and "grader/worker/loading.py" not in short
+    assert "grader/session/submission.py" not in short and "grader/worker/loading.py" not in short
     assert "def test_" not in short
     full = pytest_run("--full-trace")
-    assert "grader/core/submission.py" in full and "def test_" in full
+    assert "grader/session/submission.py" in full and "def test_" in full
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -1,4 +1,4 @@
-"""The audit's engine (`grader.running.runner.run_forked`, `grader.core.variant_forks`) on a
+"""The audit's engine (`grader.running.runner.run_forked`, `grader.session.variant_forks`) on a
 synthetic task: one collected session grades many trees, each in a fork of its own; the warm
 reference's grading records what each test reaches, and a fork runs only the tests that reach
 what its tree changed, taking the others' results from the reference's. Each test of the task

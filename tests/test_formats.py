@@ -18,7 +18,6 @@ import jsonschema
 import numpy as np
 import pytest
 
-from grader.core.outcome import ARTIFACT_LIMIT, GPU_SKIP_REASON, as_artifacts
 from grader.course import COURSE
 from grader.reports import github
 from grader.reports.gradescope import gradescope_results
@@ -29,6 +28,7 @@ from grader.reports.summary import Entry, write_gradebook
 from grader.running import runner
 from grader.schema import report as score_report
 from grader.schema.report import NOT_GRADED, ModuleInfo, ScoreReport, TaskResult, write_report
+from grader.session.outcome import ARTIFACT_LIMIT, GPU_SKIP_REASON, as_artifacts
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope_results.schema.json").read_text())
 HOSTILE = 'got <script>alert("x")</script> & | pipe, colon: 100%\nsecond line'

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from grader.core import isolation
-from grader.core.sandbox import Limits
+from grader.isolation import levels
+from grader.isolation.sandbox import Limits
 from grader.running import runner
 from grader.worker.loading import sibling_module
 
@@ -26,7 +26,7 @@ def course(tmp_path_factory):
 def grading(course, tree, tasks=("01", "02"), hidden=True, extra_args=()) -> runner.GradingRun:
     limits = Limits()
     return runner.GradingRun(tree, [course.task_named(t) for t in tasks], hidden=hidden, limits=limits,
-                             isolation=isolation.resolve("none", "worker", limits), extra_args=list(extra_args))
+                             isolation=levels.resolve("none", "worker", limits), extra_args=list(extra_args))
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from grader.core.intake import MODULE_LIMIT_BYTES, git_head, read_module
+from grader.session.intake import MODULE_LIMIT_BYTES, git_head, read_module
 from grader.worker.loading import StudentImportError
 
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 import yaml
 
-from grader.core.sandbox import Limits
 from grader.course import COURSE
 from grader.delivery.kubernetes import UID_CAPABILITIES
+from grader.isolation.sandbox import Limits
 
 kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is not installed (pip install -e '.[test]')")
 from kubernetes.client import ApiClient, V1Job  # noqa: E402

@@ -68,10 +68,18 @@ def test_the_report_schema_stands_on_the_ground_floor():
 UPPER_FLOORS = ("grader.reports", "grader.running", "grader.learning", "grader.delivery", "grader.cli")
 
 
+SESSION_FLOOR = ("session", "isolation", "suite", "processes", "spec.py")
+
+
 def test_the_grading_session_imports_no_floor_above_it():
-    """`grader/core/` (the plugin, the submission, isolation) renders nothing and starts no run:
-    it imports neither the renderers nor the runners, the learner's loop, delivery or the CLI
-    (docs/architecture.md, "The floors of grader/")."""
-    for module in sorted((WORKER_PACKAGE.parent / "core").glob("*.py")):
+    """The grading session's floor (the plugin and the submission, isolation, the suite author's
+    API, forks and slots, the spec) renders nothing and starts no run: it imports neither the
+    renderers nor the runners, the learner's loop, delivery or the CLI (docs/architecture.md,
+    "The floors of grader/")."""
+    package = WORKER_PACKAGE.parent
+    modules = [module for part in SESSION_FLOOR for module in
+               ([package / part] if part.endswith(".py") else sorted((package / part).glob("*.py")))]
+    assert len(modules) > len(SESSION_FLOOR), modules
+    for module in modules:
         above = [name for name in imported_names(module) if name.startswith(UPPER_FLOORS)]
-        assert not above, f"core/{module.name} imports {above}"
+        assert not above, f"{module.relative_to(package)} imports {above}"

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from grader.core.checks import assert_close, assert_equal, plain
 from grader.course import COURSE
+from grader.suite.checks import assert_close, assert_equal, plain
 from grader.worker.loading import function_location
 
 TASK = COURSE.task_named("01")
@@ -43,7 +43,7 @@ def test_a_failing_visible_test_shows_the_feedback_and_the_learners_line_only(tm
     assert "np.float64" not in failure and "def test_" not in failure and "grader/" not in failure, failure
     assert "--full-trace" in failure
     full = visible_run(impl, "--full-trace").stdout
-    assert "def test_split_heads_shape_and_round_trip" in full and "grader/core" in full
+    assert "def test_split_heads_shape_and_round_trip" in full and "grader/session" in full
 
 
 def test_the_line_that_gave_a_result_is_its_one_return(tmp_path):
@@ -78,7 +78,7 @@ def test_values_read_as_written():
 
 
 def test_a_visible_tests_own_words_come_without_pytests_internals():
-    from grader.core.outcome import exception_outcome
+    from grader.session.outcome import exception_outcome
     rewritten = AssertionError("lr_at(0) = 0.1, expected 0.0\nassert False\n +  where False = isclose(0.1, 0.0)")
     bare = AssertionError("assert 0.1 == 0.0\n +  where 0.1 = lr(0)")
     assert exception_outcome("call", rewritten, hidden=False)[1] == "lr_at(0) = 0.1, expected 0.0"

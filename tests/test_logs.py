@@ -11,7 +11,7 @@ SWEEP = """
 import os, pathlib, sys
 from grader import logs
 logs.configure(verbose=len(sys.argv) > 2)
-from grader.core.cgroups import _sweep
+from grader.isolation.cgroups import _sweep
 parent = pathlib.Path(sys.argv[1])
 (parent / "old" / "inside").mkdir(parents=True)
 os.utime(parent / "old", (0, 0))
@@ -35,7 +35,7 @@ def test_a_swallowed_error_is_silent_by_default(tmp_path):
 def test_verbose_shows_what_was_swallowed(tmp_path):
     done = _run(SWEEP, str(tmp_path), "--verbose")
     assert done.returncode == 0, done.stderr
-    assert "grader.core.cgroups: left the cgroup" in done.stderr and str(tmp_path / "old") in done.stderr
+    assert "grader.isolation.cgroups: left the cgroup" in done.stderr and str(tmp_path / "old") in done.stderr
 
 
 def test_the_environment_asks_for_it_too(tmp_path):

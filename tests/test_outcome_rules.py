@@ -3,7 +3,7 @@ pytest-timeout's own alarm, never by a message; a GPU test is "not graded" by it
 only when skipped before it runs), never by the reason a skip gives."""
 import pytest
 
-from grader.core.outcome import GPU_SKIP_REASON, phase_outcome
+from grader.session.outcome import GPU_SKIP_REASON, phase_outcome
 from grader.worker.dispatch import is_test_timeout
 
 pytest_plugins = ["pytester"]

@@ -1,4 +1,4 @@
-"""grader.core.plot_reading reads what a matplotlib figure saved as SVG shows: each axis's scale
+"""grader.suite.plot_reading reads what a matplotlib figure saved as SVG shows: each axis's scale
 from its ticks, the lines and the shaded bands in data coordinates. The figures here are drawn by
 matplotlib itself, with the data known, so every reading is checked against what was plotted."""
 import io
@@ -10,7 +10,7 @@ import pytest
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after the backend is chosen)
 
-from grader.core.plot_reading import FigureUnreadable, parse_number, read_figure  # noqa: E402
+from grader.suite.plot_reading import FigureUnreadable, parse_number, read_figure  # noqa: E402
 
 STEPS = np.arange(1, 121)
 LOSS = 2.0 + 4.0 / STEPS ** 0.5

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.core import isolation
-from grader.core.sandbox import Limits
-from grader.core.spec import GradingSpec
 from grader.course import Course
+from grader.isolation import levels
+from grader.isolation.sandbox import Limits
+from grader.spec import GradingSpec
 from grader.worker.loading import sibling_module
 
 synthetic = sibling_module(__file__, "synthetic_course")
@@ -41,7 +41,7 @@ def pytest_session(where: Path, *args: str) -> subprocess.CompletedProcess:
 
 def spec_for(where: Path, course: Course, impl: Path, backend: str = "worker", concept: str | None = None) -> Path:
     limits = Limits(memory_mb=256)
-    return GradingSpec(course=course, impl=impl, backend=backend, isolation=isolation.resolve("none", backend, limits),
+    return GradingSpec(course=course, impl=impl, backend=backend, isolation=levels.resolve("none", backend, limits),
                        limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=where / "report.json",
                        stop_on_concept=concept).write(where / "spec.json")
 

@@ -1,4 +1,4 @@
-"""The audit's test selection (grader.core.reach): what a variant changed, and what each test of
+"""The audit's test selection (grader.session.reach): what a variant changed, and what each test of
 the reference reached, recorded on a real module loaded by the real loader."""
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from grader.core.reach import EVERYTHING, ReachRecorder, changed_definitions, needs_running
+from grader.session.reach import EVERYTHING, ReachRecorder, changed_definitions, needs_running
 from grader.worker.loading import load_module
 
 MODULE = textwrap.dedent('''

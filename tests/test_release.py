@@ -55,7 +55,7 @@ def learner(command: str, env: dict, cwd: Path, **extra_env) -> subprocess.Compl
 # ---------------------------------------------------------------- the learner's loop
 
 def test_the_release_is_what_a_fresh_install_imports(release, learner_env):
-    done = learner("python -c 'import grader.cli, grader.core.plugin; print(grader.cli.__file__)'",
+    done = learner("python -c 'import grader.cli, grader.session.plugin; print(grader.cli.__file__)'",
                    learner_env, release.root)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).is_relative_to(release.root)
@@ -70,9 +70,9 @@ def test_pytest_on_a_stub_fails_on_the_learners_line_with_a_readme_pointer(relea
     assert done.returncode == 1 and f"{visible} failed" in out, out[-3000:]
     assert 'softmax() is not implemented yet: see README.md, section "Stable softmax"' in out
     assert "Your line 19, in softmax: raise NotImplementedError(" in out            # the learner's line
-    assert "grader/core/submission.py" not in out and "def test_" not in out        # not the grader's, nor the test's
+    assert "grader/session/submission.py" not in out and "def test_" not in out        # not the grader's, nor the test's
     full = learner("python -m pytest exercises/01_einsum_attention -x --full-trace", learner_env, release.root)
-    assert "grader/core/submission.py" in full.stdout, "--full-trace keeps every frame"
+    assert "grader/session/submission.py" in full.stdout, "--full-trace keeps every frame"
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""Slots shared by the sessions of one audit (grader.core.slots): real flock()s on real files."""
+"""Slots shared by the sessions of one audit (grader.processes.slots): real flock()s on real files."""
 import os
 import signal
 
-from grader.core.slots import SharedSlots
+from grader.processes.slots import SharedSlots
 
 
 def test_no_more_slots_are_taken_than_there_are(tmp_path):

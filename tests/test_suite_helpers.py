@@ -5,7 +5,7 @@ import warnings
 import torch
 from transformers.utils import logging as hf_logging
 
-from grader.core.suite_helpers import one_torch_thread, quiet_libraries
+from grader.suite.helpers import one_torch_thread, quiet_libraries
 
 
 def test_quiet_libraries_silences_warnings_and_transformers_then_restores_them():

@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.core.checks import assert_close, assert_equal, check_array, sibling_module
 from grader.course import COURSE
+from grader.suite.checks import assert_close, assert_equal, check_array, sibling_module
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several

@@ -22,9 +22,9 @@ import transformers
 from torch.utils.data import DataLoader
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from grader.core.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
-from grader.core.submission import StudentError
 from grader.course import COURSE
+from grader.session.submission import StudentError
+from grader.suite.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several

@@ -17,8 +17,8 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grader.core.checks import learner_file
 from grader.course import COURSE
+from grader.suite.checks import learner_file
 from grader.worker.loading import load_module
 
 torch.set_num_threads(1)        # as graded: one thread per grading process

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from grader.core.submission import StudentError
+from grader.session.submission import StudentError
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grader.core.checks import learner_file, sibling_module
-from grader.core.plot_reading import read_figure
 from grader.course import COURSE
+from grader.suite.checks import learner_file, sibling_module
+from grader.suite.plot_reading import read_figure
 
 # by path: a notebook has no __file__
 probes = sibling_module(COURSE.exercises / "06_error_analysis" / "test_analysis.py", "probes")

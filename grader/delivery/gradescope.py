@@ -18,11 +18,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core import seeds
 from grader.course import AUDIT_ONLY, COURSE, SECRET_NAME, Task
 from grader.delivery import Refused, size_text
 from grader.delivery.template import TEMPLATES, fill
 from grader.reports.gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
+from grader.session import seeds
 
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
 _EXECUTABLE = 0o100755 << 16

@@ -8,7 +8,7 @@ environment, `grader` on the PATH, at `course_root`. The volume is a PersistentV
 that every pod mounts (ReadWriteMany where pods land on several nodes), holding the
 submissions in one folder and receiving the out-dir in another.
 
-The security context is the isolation level's (`grader.core.isolation`), asked for with
+The security context is the isolation level's (`grader.isolation.levels`), asked for with
 `--isolation required`, so that a pod that cannot isolate learner code refuses to grade:
 
 - `sandbox`: bubblewrap in the pod, as a non-root user with no capabilities. It needs

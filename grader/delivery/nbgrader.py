@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core import metadata
 from grader.course import COURSE, Task
 from grader.delivery.course_sources import (
     BEGIN_SOLUTION,
@@ -40,6 +39,7 @@ from grader.delivery.course_sources import (
 )
 from grader.delivery.notebook import MODULE_CELL_PREFIX, NBGRADER_SCHEMA_VERSION
 from grader.running.runner import RUN_LIMIT_S
+from grader.suite import metadata
 
 LANGUAGES = ("en", "zh-CN")
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"

@@ -232,8 +232,8 @@ _REPORTS: dict = {}
 
 def _graded_report(task: Task, module: str, count_gpu_tests: bool):
     """The score report of `module`, graded once per notebook state as `grader grade` grades it."""
-    from grader.core import isolation
-    from grader.core.sandbox import Limits
+    from grader.isolation import levels
+    from grader.isolation.sandbox import Limits
     from grader.running import runner
     key = (_digest(module), task.name, count_gpu_tests)
     if key in _REPORTS:
@@ -249,9 +249,9 @@ def _graded_report(task: Task, module: str, count_gpu_tests: bool):
         # else the uid level) or not at all, and then the report says why.
         limits = Limits.from_env()
         try:
-            where = isolation.resolve("required", "worker", limits)
-        except isolation.IsolationUnavailable as exc:
-            _REPORTS[key] = isolation.refused_report(exc, tree)
+            where = levels.resolve("required", "worker", limits)
+        except levels.IsolationUnavailable as exc:
+            _REPORTS[key] = levels.refused_report(exc, tree)
             return _REPORTS[key]
         job = runner.GradingRun(tree, [task], isolation=where, limits=limits, out_dir=tree / "grading", extra_args=extra)
         with captured_output():         # the grading processes inherit the kernel's stderr
@@ -269,10 +269,10 @@ def _run_visible_test(test, module_path: Path, task: Task):
     report types it, classified by the same rules as a graded run."""
     import pytest
 
-    from grader.core import metadata
-    from grader.core.outcome import GPU_SKIP_REASON, exception_outcome, tail, with_concept
-    from grader.core.submission import InProcessBackend, Submission
     from grader.schema.report import TestResult
+    from grader.session.outcome import GPU_SKIP_REASON, exception_outcome, tail, with_concept
+    from grader.session.submission import InProcessBackend, Submission
+    from grader.suite import metadata
 
     meta = metadata.of_function(test)
     result = TestResult(id=test.__name__, task=task.name, suite="visible", title=meta.title, status="passed",

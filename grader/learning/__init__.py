@@ -2,5 +2,6 @@
 `grader hint` (a concept's hint ladder) and `grader progress` (what each run left behind).
 
 Everything here runs the learner's code in-process, for the learner alone: a self-check grades
-nothing official. It sits above `grader.core` and `grader.running` and is imported by the CLI.
+nothing official. It sits above the grading session (`grader.session`, `grader.isolation`) and
+`grader.running`, and is imported by the CLI.
 """

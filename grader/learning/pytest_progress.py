@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 def pytest_terminal_summary(terminalreporter):
-    from grader.core.plugin import grading_session
+    from grader.session.plugin import grading_session
     config = terminalreporter.config
     try:
         grading = grading_session(config)

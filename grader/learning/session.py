@@ -34,12 +34,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.core.plugin import grading_session, time_limit
 from grader.course import Task
-from grader.forks import Fork, waiting_on
 from grader.learning.warm import is_library_module, one_torch_thread
+from grader.processes.forks import Fork, waiting_on
 from grader.running.runner import PARTS, GradingRun
 from grader.schema.report import ReportError, ScoreReport, TestResult, read_report, write_report
+from grader.session.plugin import grading_session, time_limit
 
 # pytest-timeout ends an over-long test inside the child at its own limit; the parent waits this
 # much longer (the child's own report is the better one) before it kills a child whose learner

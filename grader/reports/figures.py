@@ -112,7 +112,7 @@ class ArtifactFigure:
 
 
 # The figures a report draws from its tests' artifacts, by the artifact's name (a suite fills
-# `artifacts[name]`, see grader.core.plugin): a new figure is one entry here and its drawing.
+# `artifacts[name]`, see grader.session.plugin): a new figure is one entry here and its drawing.
 ARTIFACT_FIGURES = {
     "loss_curve": ArtifactFigure(loss_curve_png, "loss curves: yours and the reference loop's",
                                  "your training loss beside the reference loop's, with the same configuration"),

@@ -120,7 +120,7 @@ def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess", seed: in
 def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "inprocess") -> list[list[TaskAudit]]:
     """Every task's audit at each of `seeds` (per task, one TaskAudit per seed, in order): the
     variants are written once; each task's suite is collected once per seed, and each tree graded
-    in a fork of that session, `jobs` at a time (`grader.core.variant_forks`)."""
+    in a fork of that session, `jobs` at a time (`grader.session.variant_forks`)."""
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch, ThreadPoolExecutor(max(1, jobs)) as writers:
         # each variant's tree is a git repository of one commit: three git processes a tree, `jobs` at once
         written = writers.map(lambda task: _subjects(task, Path(scratch)), tasks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from grader.core.sandbox import Limits
+from grader.isolation.sandbox import Limits
 from grader.running.runner import RUN_LIMIT_S
 
 # The measured peak of a full grading's process tree is 1076 MB (all five tasks, the reference:

@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.core import metadata
 from grader.course import COURSE, Task
+from grader.suite import metadata
 
 _OUT = "GRADER_COLLECT_OUT"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from grader.core import isolation
+from grader.isolation import levels
 from grader.running import archives, runner
 from grader.schema.report import REPORT_NAME, ReportError, ScoreReport, read_report, write_report
 
@@ -79,10 +79,10 @@ def grade_chunk(units: list[Unit], template: runner.GradingRun, limit_s: float, 
     (where the controller's submission host resolved it, the node may differ); a node that cannot
     give what is asked grades nothing, and each report says why. Returns how many, for the log."""
     try:
-        where = isolation.resolve(isolation_wanted, template.backend, template.limits)
-    except isolation.IsolationUnavailable as exc:
+        where = levels.resolve(isolation_wanted, template.backend, template.limits)
+    except levels.IsolationUnavailable as exc:
         for unit in units:
-            _finish(unit, isolation.refused_report(exc, unit.path), None)
+            _finish(unit, levels.refused_report(exc, unit.path), None)
         return len(units)
     grade_units(units, replace(template, isolation=where), limit_s, jobs)
     return len(units)

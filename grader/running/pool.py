@@ -36,22 +36,22 @@ import threading
 import time
 from pathlib import Path
 
-from grader.core.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
 from grader.course import COURSE
-from grader.forks import Fork
+from grader.isolation.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
+from grader.processes.forks import Fork
 from grader.running.threads import ONE_THREAD_ENV
 
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"
 SESSION_DIED = "session died"     # exit status of one task's session killed under its pool process
 BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.modeling_llama", "hypothesis",
-                  "grader.core.plugin")
+                  "grader.session.plugin")
 
 
 class PytestPool:
     def __init__(self, size: int, concurrent: int | None = None):
         """`size` pool processes; `concurrent`: the gradings that run at once across them, where a
-        session forks several (`grader.core.variant_forks`; by default one per pool process), so
+        session forks several (`grader.session.variant_forks`; by default one per pool process), so
         that each grading knows how many share the box."""
         self.size = max(1, size)
         self.concurrent = concurrent

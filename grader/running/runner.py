@@ -15,15 +15,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core import isolation, seeds
-from grader.core.cgroups import memory_budget
-from grader.core.sandbox import Limits, shared_temp_root
-from grader.core.slots import SharedSlots
-from grader.core.spec import GradingSpec
 from grader.course import Task
+from grader.isolation import levels
+from grader.isolation.cgroups import memory_budget
+from grader.isolation.sandbox import Limits, shared_temp_root
+from grader.processes.slots import SharedSlots
 from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
 from grader.schema.record import new_run_id
 from grader.schema.report import REPORT_NAME, Isolation, ReportError, ScoreReport, read_report, write_report
+from grader.session import seeds
+from grader.spec import GradingSpec
 
 RUN_LIMIT_S = 20 * 60          # one submission, all tasks: far above the 90 s budget, a backstop only
 TREE_LIMIT_S = 10 * 60         # one tree of one task in a fork of its task's session: a backstop only
@@ -38,16 +39,16 @@ class GradingRun:
     hidden: bool = True
     backend: str = "worker"
     # Where learner code runs, resolved where the grading starts, on the machine that runs it
-    # (grader.core.isolation.resolve); None: the strongest level this machine gives.
+    # (grader.isolation.levels.resolve); None: the strongest level this machine gives.
     isolation: Isolation | None = None
     limits: Limits = field(default_factory=Limits.from_env)
-    seed: int | None = None              # None: drawn from the course secret and the submission (grader.core.seeds)
+    seed: int | None = None              # None: drawn from the course secret and the submission (grader.session.seeds)
     out_dir: Path | None = None          # keeps score_report.json, pytest.log and worker logs
     extra_args: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if self.isolation is None:
-            self.isolation = isolation.resolve("auto", self.backend, self.limits)
+            self.isolation = levels.resolve("auto", self.backend, self.limits)
 
     def sessions(self, out_dir: Path, scratch: Path, run_id: str) -> list[list[str]]:
         """pytest's arguments, one session per task, each with its spec: reports and logs go to
@@ -109,7 +110,7 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
 
 @dataclass
 class ForkedGradings:
-    """Trees of one task graded in forks of one collected session (`grader.core.variant_forks`):
+    """Trees of one task graded in forks of one collected session (`grader.session.variant_forks`):
     the audit's reference, stub, mutants and alternatives. Each tree comes with the concept its
     grading stops at, or None to run the whole suite."""
     task: Task
@@ -142,7 +143,7 @@ def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreRep
                      for i, ((tree, concept), report) in enumerate(zip(group.trees, reports))]
             plan.write_text(json.dumps({"slots": slots.to_json(), "warm": group.warm, "trees": trees}), encoding="utf-8")
             run = GradingRun(group.trees[0][0], [group.task], backend=group.backend, seed=group.seed,
-                             extra_args=["-p", "grader.core.variant_forks", "--variant-plan", str(plan)])
+                             extra_args=["-p", "grader.session.variant_forks", "--variant-plan", str(plan)])
             pool_jobs.append((run.sessions(out_dir, temp, new_run_id()), out_dir / "pytest.log"))
             report_paths.append(reports)
         largest_first = sorted(range(len(groups)), key=lambda i: -len(groups[i].trees))
@@ -163,7 +164,7 @@ def _forked_report(path: Path, tree: Path, code) -> ScoreReport:
 
 def _pytest_temps(scratch: Path, count: int) -> list[Path]:
     """A folder for each grading's pytest temporary folders. The way to them may be entered, not
-    listed, by a worker of another uid (grader.core.uid_jail); everything else in `scratch`, the
+    listed, by a worker of another uid (grader.isolation.uid_jail); everything else in `scratch`, the
     reports included, is its owner's."""
     os.chmod(scratch, TRAVERSE_ONLY)
     (scratch / "tmp").mkdir(mode=TRAVERSE_ONLY)

@@ -42,7 +42,7 @@ class SlurmOptions:
     per_task: int = 1                  # submissions graded by one array task
     jobs: int = 1                      # of which at once
     poll_s: float = POLL_S
-    isolation: str = "auto"            # as asked: each node resolves it (grader.core.isolation.resolve)
+    isolation: str = "auto"            # as asked: each node resolves it (grader.isolation.levels.resolve)
 
 
 @dataclass

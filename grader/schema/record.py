@@ -27,7 +27,7 @@ def new_run_id(now: datetime | None = None) -> str:
 def git_commit(path: Path) -> str | None:
     """HEAD of the course's git work tree at `path`, with "-dirty" when it has changes; None
     outside git. Only for the course's own tree: a submission's repository is never handed to
-    git (see `grader.core.intake.git_head`). Reading only: `git describe --dirty` would rewrite
+    git (see `grader.session.intake.git_head`). Reading only: `git describe --dirty` would rewrite
     the course's index to refresh it, and grading changes nothing in the course."""
     head = _git(path, "rev-parse", "HEAD")
     if not head:

@@ -1,7 +1,7 @@
 """The worker's own side: processes that import one learner module and answer calls.
 
 `python -m grader.worker.zygote` starts a *zygote*, usually inside the sandbox, started by
-`grader.core.worker_host` (the trusted side). The zygote caps its own resources (rlimits
+`grader.isolation.worker_host` (the trusted side). The zygote caps its own resources (rlimits
 given by the trusted side; with no capabilities it cannot raise them again), imports the heavy
 libraries the learner's module and the probes use (a fixed allow-list, never learner code), and
 then waits on a control socket. For each request it forks a worker: the child receives its own

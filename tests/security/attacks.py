@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core import submission
 from grader.course import COURSE, locate_module
 from grader.schema.report import ScoreReport
+from grader.session import submission
 from grader.worker.loading import sibling_module
 
 hostile = sibling_module(__file__, "hostile")

@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core import sandbox, seeds
 from grader.course import COURSE
+from grader.isolation import sandbox
+from grader.session import seeds
 
 PR_SET_CHILD_SUBREAPER = 36
 SAMPLE_EVERY_S = 0.1
@@ -316,7 +317,7 @@ def launcher(level: str) -> list[str]:
 
 def sandbox_skip_reason() -> str | None:
     """Why attacks on the sandbox mean nothing here (None where a sandbox can be made)."""
-    from grader.core import sandbox
+    from grader.isolation import sandbox
     available, why = sandbox.availability()
     return None if available else f"no sandbox can be made here, so attacks on it mean nothing: {why}"
 
@@ -326,7 +327,7 @@ def level_skip_reason(level: str) -> str | None:
     if level == "sandbox":
         return sandbox_skip_reason()
     probe = subprocess.run([*launcher(level), sys.executable, "-c",
-                            "from grader.core import isolation; print(*isolation.strongest(), sep='|')"],
+                            "from grader.isolation import levels; print(*levels.strongest(), sep='|')"],
                            capture_output=True, text=True, timeout=120)
     got = probe.stdout.strip().split("|", 1)
     if probe.returncode != 0 or got[0] != level:

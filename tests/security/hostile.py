@@ -340,7 +340,7 @@ WRITE_COURSE = '''
 import numpy, site
 course = CONTEXT["course"]
 targets = [course + "/" + p for p in (
-    "grader/cli.py", "grader/core/plugin.py", "grader/worker/zygote.py", "grader/worker/dispatch.py",
+    "grader/cli.py", "grader/session/plugin.py", "grader/worker/zygote.py", "grader/worker/dispatch.py",
     "tests/hidden/01_einsum_attention/test_attention_hidden.py", "tests/hidden/01_einsum_attention/probes.py",
     "solutions/01_einsum_attention/attention.py", "exercises/01_einsum_attention/attention.py",
     "pyproject.toml", "README.md", ".gitignore", "datasets/MANIFEST.json")]
@@ -353,7 +353,7 @@ for path in targets:
     attempt("rename " + path, lambda p=path: _os.rename(p, p + ".moved"))
     attempt("unlink " + path, lambda p=path: _os.unlink(p))
     attempt("touch " + path, lambda p=path: _os.utime(p, (0, 0)))
-for folder in (course, course + "/grader", course + "/grader/core", course + "/tests/hidden/01_einsum_attention",
+for folder in (course, course + "/grader", course + "/grader/session", course + "/tests/hidden/01_einsum_attention",
                course + "/datasets", site_packages, stdlib, _sys.prefix):
     attempt("create a file in " + folder, lambda f=folder: open(f + "/planted_by_learner.py", "w").write("X = 1\\n"))
 attempt("plant sitecustomize.py", lambda: open(site_packages + "/sitecustomize.py", "w").write("import os\\n"))
@@ -411,7 +411,7 @@ try:
     pytest_tag = "%s-pytest-%s" % (tag, _pytest.__version__)
 except ImportError:
     pytest_tag = tag + "-pytest"
-for folder, name in (("grader/core", "plugin"), ("grader/core", "worker"), ("grader", "cli"),
+for folder, name in (("grader/session", "plugin"), ("grader/session", "submission"), ("grader", "cli"),
                      ("grader/reports", "report"),
                      ("tests/hidden/01_einsum_attention", "test_attention_hidden"),
                      ("tests/hidden/01_einsum_attention", "probes")):
@@ -435,7 +435,7 @@ def git(*args):
         return done.stdout[:200]
     return go
 attempt("git update-index --assume-unchanged", git("update-index", "--assume-unchanged", "grader/cli.py"))
-attempt("git update-index --skip-worktree", git("update-index", "--skip-worktree", "grader/core/plugin.py"))
+attempt("git update-index --skip-worktree", git("update-index", "--skip-worktree", "grader/session/plugin.py"))
 attempt("git config core.fsmonitor", git("config", "core.fsmonitor", "touch /tmp/pwned"))
 attempt("git show the reference", git("show", "HEAD:solutions/01_einsum_attention/attention.py"))
 for path in (".git/hooks/post-checkout", ".git/info/exclude", ".git/config", ".git/index"):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.core import uid_jail
 from grader.course import COURSE
+from grader.isolation import uid_jail
 from grader.schema.report import ReportError, ScoreReport, read_report
 from grader.worker.loading import sibling_module
 

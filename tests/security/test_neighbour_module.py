@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from grader.core.sandbox import Limits
-from grader.core.uid_jail import UidJail, allocate_uid
+from grader.isolation.sandbox import Limits
+from grader.isolation.uid_jail import UidJail, allocate_uid
 from grader.worker.loading import sibling_module
 
 harness = sibling_module(__file__, "harness")

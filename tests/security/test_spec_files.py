@@ -1,4 +1,4 @@
-"""A grading's spec (`grader.core.spec`) says how each task's session grades: the tree, the
+"""A grading's spec (`grader.spec`) says how each task's session grades: the tree, the
 isolation level, the seed, where the report goes. In a batch of several tasks, the next task's
 spec is written before the first task's learner code runs: a worker that could rewrite it would
 choose how its own next task is graded (no isolation, a seed it knows, another tree). The specs
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.core.sandbox import Limits
-from grader.core.uid_jail import allocate_uid
 from grader.course import COURSE
+from grader.isolation.sandbox import Limits
+from grader.isolation.uid_jail import allocate_uid
 from grader.running.runner import GradingRun
 from grader.schema.report import Isolation
 from grader.worker.loading import sibling_module

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grader.core.checks import GRADING, assert_close, assert_equal, check_array, sibling_module
+from grader.suite.checks import GRADING, assert_close, assert_equal, check_array, sibling_module
 
 probes = sibling_module(__file__, "probes")
 structure = sibling_module(__file__, "structure")

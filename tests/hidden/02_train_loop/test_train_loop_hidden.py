@@ -28,7 +28,8 @@ from transformers import (
     get_cosine_with_min_lr_schedule_with_warmup,
 )
 
-from grader.core.checks import (
+from grader.session.submission import StudentError
+from grader.suite.checks import (
     GRADING,
     ConceptError,
     assert_close,
@@ -37,7 +38,6 @@ from grader.core.checks import (
     learner_file,
     sibling_module,
 )
-from grader.core.submission import StudentError
 
 probes = sibling_module(__file__, "probes")
 replay = sibling_module(__file__, "replay")

@@ -21,9 +21,9 @@ import datasets.utils.logging  # noqa: F401  (loaded first, so that quiet_librar
 import torch
 from torch import nn
 
-from grader.core.checks import in_fork
-from grader.core.suite_helpers import quiet_libraries
 from grader.course import COURSE
+from grader.suite.checks import in_fork
+from grader.suite.helpers import quiet_libraries
 
 MODEL_DIR = COURSE.datasets / "tiny_llama"
 SFT_DIR = COURSE.datasets / "sft"

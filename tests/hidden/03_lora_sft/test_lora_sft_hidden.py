@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from safetensors.torch import load as safetensors_load
 from safetensors.torch import load_file
 
-from grader.core.checks import (
+from grader.course import COURSE
+from grader.suite.checks import (
     ADAPTER_BYTES,
     ADAPTER_CONFIG_BYTES,
     GRADING,
@@ -40,7 +41,6 @@ from grader.core.checks import (
     lora_adapter_copy,
     sibling_module,
 )
-from grader.course import COURSE
 
 probes = sibling_module(__file__, "probes")
 oracles = sibling_module(__file__, "oracles")

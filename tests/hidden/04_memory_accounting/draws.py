@@ -1,6 +1,6 @@
 """Inputs of exercise 04's hidden suite drawn from the grading's seed.
 
-Official grading draws each submission's seed (grader/core/seeds.py), so a module that replays
+Official grading draws each submission's seed (grader/session/seeds.py), so a module that replays
 the expected values earlier feedback showed finds other inputs, and other expected numbers, every
 time. Every draw here takes a NumPy generator: the `rng` fixture (the run's seed and the test's
 id) or `run_generator(seed, what)` for draws that several tests share, so that their oracles'

@@ -18,9 +18,9 @@ from pathlib import Path
 COURSE_ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(COURSE_ROOT))
 
-from grader.core.checks import sibling_module  # noqa: E402
 from grader.course import COURSE  # noqa: E402
 from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of  # noqa: E402
+from grader.suite.checks import sibling_module  # noqa: E402
 from grader.worker.loading import load_module  # noqa: E402
 
 suite = sibling_module(__file__, "test_memory_hidden")

@@ -30,8 +30,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.pytorch_utils import Conv1D
 
-from grader.core.suite_helpers import one_torch_thread, quiet_libraries
 from grader.course import COURSE
+from grader.suite.helpers import one_torch_thread, quiet_libraries
 
 ZOO = COURSE.datasets / "configs"
 MANIFEST = COURSE.datasets / "MANIFEST.json"

@@ -20,9 +20,9 @@ from numbers import Real
 
 import pytest
 
-from grader.core.checks import sibling_module
-from grader.core.submission import StudentError
 from grader.course import COURSE
+from grader.session.submission import StudentError
+from grader.suite.checks import sibling_module
 from grader.worker.loading import load_module
 
 oracles = sibling_module(__file__, "oracles")

@@ -35,13 +35,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.core.checks import (
+from grader.course import COURSE
+from grader.suite.checks import (
     GRADING,
     ConceptError,
     examples_from_the_seed,  # noqa: F401  (autouse: hypothesis examples from the seed)
     sibling_module,
 )
-from grader.course import COURSE
 
 probes = sibling_module(__file__, "probes")
 scenarios = sibling_module(__file__, "scenarios")

@@ -5,7 +5,7 @@ categories, sizes, ids and effects than the shipped file, answers written with w
 backticks or another case, missing answers. Oracles, all in the test process: Python's own string
 methods decide what is right (`runs.python_correct`), pandas' own groupby, cut and merge compute
 every table from that, NumPy's Generator and quantile follow the bootstrap recipe. Figures are
-read from the SVG file the learner's code wrote (grader.core.plot_reading), never by running
+read from the SVG file the learner's code wrote (grader.suite.plot_reading), never by running
 anything beside it; how the table functions are written is read from the learner's source
 (`structure.py`).
 """
@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grader.core.checks import learner_file, learner_path, sibling_module
-from grader.core.plot_reading import FigureUnreadable, read_figure
 from grader.course import COURSE
+from grader.suite.checks import learner_file, learner_path, sibling_module
+from grader.suite.plot_reading import FigureUnreadable, read_figure
 from grader.worker.loading import load_module
 
 runs = sibling_module(__file__, "runs")

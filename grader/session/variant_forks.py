@@ -4,7 +4,7 @@ Starting pytest and collecting a hidden suite costs a second or more of CPU, the
 reference, the stub and every mutant and alternative of the task, while a mutant's own tests
 often take a tenth of that. With `--variant-plan FILE` the session collects once, runs no test
 itself, and forks one child per tree the plan lists, each while it holds one of the slots that
-the run's sessions share (`grader.core.slots`): the child points the session at its tree, runs
+the run's sessions share (`grader.processes.slots`): the child points the session at its tree, runs
 the tests (the concept's first, when it stops at a concept) and writes that tree's score report.
 Each child starts from the collected, untouched parent, so no child inherits another's results,
 modules or caches: no process reached by one tree's code serves another.
@@ -15,7 +15,7 @@ every child would otherwise compute again. Only a tree of the course's own may b
 child inherits what the parent's tree left in memory.
 
 In process (`--backend inprocess`), the warm grading also records which of the reference's
-top-level definitions each test reaches (`grader.core.reach`); a child then runs only the tests
+top-level definitions each test reaches (`grader.session.reach`); a child then runs only the tests
 that reach a definition its tree changed, and takes the others' results from the reference's.
 
 The plan is JSON: {"slots": {"folder": DIR, "count": N}, "warm": bool, "trees": [{"impl": DIR,
@@ -37,13 +37,13 @@ from pathlib import Path
 import pytest
 from _pytest.tmpdir import TempPathFactory
 
-from grader.core.plugin import concept_first, grading_session
-from grader.core.reach import Reached, ReachRecorder, changed_definitions, needs_running
-from grader.core.slots import POLL_S, SharedSlots
 from grader.course import locate_module
-from grader.forks import Ending, Fork, waiting_on
+from grader.processes.forks import Ending, Fork, waiting_on
+from grader.processes.slots import POLL_S, SharedSlots
 from grader.schema.record import new_run_id
 from grader.schema.report import ScoreReport, TestResult, write_report
+from grader.session.plugin import concept_first, grading_session
+from grader.session.reach import Reached, ReachRecorder, changed_definitions, needs_running
 
 
 @pytest.hookimpl(tryfirst=True)

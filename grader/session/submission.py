@@ -20,10 +20,10 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Protocol
 
-from grader.core.intake import find_git_dir, git_head, read_module
-from grader.core.worker_host import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.course import COURSE
+from grader.isolation.worker_host import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.schema.report import OUT_OF_MEMORY, Status
+from grader.session.intake import find_git_dir, git_head, read_module
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking
 from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error

@@ -7,7 +7,7 @@ too, as the kernel applies every ancestor's limit. On cgroup v1 each controller 
 cpu) has its own hierarchy and the grader its own place in each. On cgroup v2 a child can only
 use the memory and pids controllers where the grader's cgroup may enable them for its children
 (the subtree is delegated to it); elsewhere no cgroup is made and the worker falls back to
-rlimits (`grader.core.sandbox.Limits.rlimits`).
+rlimits (`grader.isolation.sandbox.Limits.rlimits`).
 
 The grader's memory budget (`memory_budget`) is the smallest memory limit on the way from its own
 cgroup up to the root (v1 `memory.limit_in_bytes`, v2 `memory.max`), and never more than the

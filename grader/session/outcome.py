@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import math
 
-from grader.core.submission import StudentError, SubmissionFailure
 from grader.schema.report import NOT_GRADED, ScoreReport, Status, TestResult, location_text, points_text
+from grader.session.submission import StudentError, SubmissionFailure
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 

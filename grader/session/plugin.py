@@ -3,7 +3,7 @@ the score report. One hook per concern; every option is registered here.
 
 It acts only on tests that live in a task folder of the course graded (`exercises/NN_name/` or
 `tests/hidden/NN_name/`); any other test runs as if the plugin were absent. What the session
-grades, and how, is its `GradingSpec` (`grader.core.spec`): the runner's, given whole with
+grades, and how, is its `GradingSpec` (`grader.spec`): the runner's, given whole with
 `--grading-spec`, or else made from the options below, which are a plain `pytest` run's edge.
 """
 from __future__ import annotations
@@ -20,10 +20,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import logs
-from grader.core import intake, isolation, metadata, spec, uid_jail
-from grader.core.intake import read_module
-from grader.core.outcome import (
+from grader import logs, spec
+from grader.course import Task, locate_module
+from grader.isolation import levels, uid_jail
+from grader.isolation.worker_host import WorkerSpec
+from grader.schema.record import git_commit, new_run_id, run_record
+from grader.schema.report import (
+    ModuleInfo,
+    ScoreReport,
+    TaskResult,
+    TestResult,
+    write_report,
+)
+from grader.session import intake
+from grader.session.intake import read_module
+from grader.session.outcome import (
     GPU_SKIP_REASON,
     NOT_RUN,
     OUTPUT_LIMIT,
@@ -35,18 +46,9 @@ from grader.core.outcome import (
     truncate,
     with_concept,
 )
-from grader.core.spec import GradingSpec
-from grader.core.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
-from grader.core.worker_host import WorkerSpec
-from grader.course import Task, locate_module
-from grader.schema.record import git_commit, new_run_id, run_record
-from grader.schema.report import (
-    ModuleInfo,
-    ScoreReport,
-    TaskResult,
-    TestResult,
-    write_report,
-)
+from grader.session.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
+from grader.spec import GradingSpec
+from grader.suite import metadata
 from grader.worker.loading import Location, StudentImportError, function_location
 
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
@@ -59,7 +61,7 @@ _SUBMISSION = pytest.StashKey[Submission]()
 def pytest_addoption(parser):
     group = parser.getgroup("grader", "grading the course's exercises")
     group.addoption("--grading-spec", metavar="JSON",
-                    help="grade as this file says (grader.core.spec; the runner writes it): the options below are "
+                    help="grade as this file says (grader.spec; the runner writes it): the options below are "
                          "then not given")
     group.addoption("--course", default=os.environ.get("GRADER_COURSE"), metavar="DIR",
                     help="the course whose task folders are graded (env GRADER_COURSE; default: this package's)")
@@ -67,7 +69,7 @@ def pytest_addoption(parser):
                     help="tree holding NN_name/<module>.py to test (env GRADER_IMPL; default: exercises/)")
     group.addoption("--backend", choices=sorted(BACKENDS), default=os.environ.get("GRADER_BACKEND", "inprocess"),
                     help="run learner code in this process or in a worker process (env GRADER_BACKEND)")
-    group.addoption("--isolation", choices=isolation.CHOICES, default=os.environ.get("GRADER_ISOLATION", "auto"),
+    group.addoption("--isolation", choices=levels.CHOICES, default=os.environ.get("GRADER_ISOLATION", "auto"),
                     help="workers in the sandbox: where possible (auto), or refuse to grade without it "
                          "(required), or never (none) (env GRADER_ISOLATION)")
     group.addoption("--grader-seed", type=int, default=int(os.environ.get("GRADER_SEED", "0")),
@@ -79,7 +81,7 @@ def pytest_addoption(parser):
     group.addoption("--long", action="store_true", help="also run the long visible checks")
     group.addoption("--variant-plan", metavar="JSON",
                     help="grade each tree this file lists in a fork of the collected session (used by `grader audit`; "
-                         "grader.core.variant_forks)")
+                         "grader.session.variant_forks)")
 
 
 def pytest_configure(config):
@@ -119,7 +121,7 @@ def _spec(config) -> GradingSpec:
     if path is None:
         try:
             made = spec.from_options(config.option, os.environ)
-        except isolation.IsolationUnavailable as exc:
+        except levels.IsolationUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
     else:
         flags = [f"--{name.replace('_', '-')}" for name in _GRADING_OPTIONS]
@@ -164,7 +166,7 @@ class GradingSession:
 
     def grade_another(self, graded: GradingSpec) -> None:
         """Point this session, collected, at another tree, with nothing of what it graded before:
-        a fork of it grades one variant (`grader.core.variant_forks`)."""
+        a fork of it grades one variant (`grader.session.variant_forks`)."""
         for backend in self._backends.values():
             backend.close()
         self._no_results_yet()
@@ -247,7 +249,7 @@ class GradingSession:
 
     def take(self, item, result: TestResult) -> None:
         """The result of a grading of another tree, for a test this one does not run (the audit's
-        selection, `grader.core.variant_forks`)."""
+        selection, `grader.session.variant_forks`)."""
         self.tasks.setdefault(result.task, self.task_of(item))
         self.results[item.nodeid] = replace(result)
 
@@ -466,7 +468,7 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture
 def submission(request):
-    """The learner's module for the task this test file belongs to (see grader.core.submission)."""
+    """The learner's module for the task this test file belongs to (see grader.session.submission)."""
     __tracebackhide__ = True    # a module that does not import shows the learner's line, not this fixture
     grading = request.config.stash[_SESSION]
     task = grading.spec.course.task_of_path(request.path)

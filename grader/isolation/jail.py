@@ -3,13 +3,13 @@
 A jail holds the bytes of the learner's module where its worker reads them, the cgroup and
 resource limits it runs under, and the command, folder and environment it starts with; it says
 which processes are its own, what it keeps on the host's disk beyond the shared folders, and
-cleans everything up on `close`. `grader.core.worker_host.WorkerHost` asks nothing else of a
+cleans everything up on `close`. `grader.isolation.worker_host.WorkerHost` asks nothing else of a
 level: a new level is a class of this protocol and a line in `open_jail`.
 
 - `NoJail` (level "none"): the module where it was submitted, a scratch folder as the worker's
   working directory, the cgroup if the box gives one (else address-space limits).
-- `grader.core.uid_jail.UidJail` (level "uid"): a uid of its own, a private copy of the module.
-- `grader.core.sandbox.SandboxJail` (level "sandbox"): bubblewrap's namespaces and read-only
+- `grader.isolation.uid_jail.UidJail` (level "uid"): a uid of its own, a private copy of the module.
+- `grader.isolation.sandbox.SandboxJail` (level "sandbox"): bubblewrap's namespaces and read-only
   binds, a copy of the module inside.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from grader.core import cgroups
-from grader.core.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Limits, SandboxJail
-from grader.core.uid_jail import UidJail
 from grader.course import Course
+from grader.isolation import cgroups
+from grader.isolation.sandbox import LEARNER_OOM_SCORE_ADJ, WORKER_ENV, Limits, SandboxJail
+from grader.isolation.uid_jail import UidJail
 
 
 class Jail(Protocol):

@@ -17,8 +17,8 @@ import os
 import secrets
 from pathlib import Path
 
-from grader.core.intake import read_module, sha256
 from grader.course import COURSE, Task, locate_module
+from grader.session.intake import read_module, sha256
 from grader.worker.loading import StudentImportError
 
 log = logging.getLogger(__name__)

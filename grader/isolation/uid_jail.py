@@ -44,8 +44,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-from grader.core.cgroups import read_text
-from grader.core.sandbox import (
+from grader.course import COURSE
+from grader.isolation.cgroups import read_text
+from grader.isolation.sandbox import (
     LEARNER_OOM_SCORE_ADJ,
     Limits,
     python_paths,
@@ -53,8 +54,7 @@ from grader.core.sandbox import (
     worker_environment,
     worker_runtime,
 )
-from grader.course import COURSE
-from grader.forks import Fork
+from grader.processes.forks import Fork
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def allocate_uid() -> int:
 
 class UidJail:
     """One task's worker host at the uid level: its private folder, its uid, its cgroup (the
-    level "uid" of `grader.core.jail.Jail`)."""
+    level "uid" of `grader.isolation.jail.Jail`)."""
 
     def __init__(self, module_bytes: bytes, module_name: str, *, writable_dirs: list[Path], limits: Limits,
                  git_dir: Path | None = None):

@@ -1,8 +1,8 @@
 """Which isolation level official grading gets here, and why not a stronger one.
 
-- `sandbox`: bubblewrap's namespaces, cgroups and a read-only jail (`grader.core.sandbox`);
+- `sandbox`: bubblewrap's namespaces, cgroups and a read-only jail (`grader.isolation.sandbox`);
 - `uid`: for a grader run by root where namespaces are denied (a platform's container): each
-  task's workers as a uid of their own, what decides a grade sealed from it (`grader.core.uid_jail`);
+  task's workers as a uid of their own, what decides a grade sealed from it (`grader.isolation.uid_jail`);
 - `none`: a separate process and nothing more, for trusted code only.
 
 `--isolation auto` takes the strongest level this machine allows, `required` refuses to grade
@@ -11,7 +11,7 @@ chosen: where a grading starts, on the machine where learner code will run.
 """
 from __future__ import annotations
 
-from grader.core import sandbox, uid_jail
+from grader.isolation import sandbox, uid_jail
 from grader.schema.report import Isolation, ScoreReport
 
 REQUIRED_LEVELS = ("sandbox", "uid")     # what `--isolation required` and the official channels accept

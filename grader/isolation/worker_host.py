@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.cgroups import read_text
-from grader.core.jail import Jail, open_jail
-from grader.core.sandbox import Limits
 from grader.course import COURSE, Course
+from grader.isolation.cgroups import read_text
+from grader.isolation.jail import Jail, open_jail
+from grader.isolation.sandbox import Limits
 from grader.schema.report import OUT_OF_MEMORY
 from grader.worker import wire
 from grader.worker.dispatch import MAX_QUESTIONS, is_question, witness_answer
@@ -52,7 +52,7 @@ _FORK_SYSCALLS = {"x86_64": {57, 58, 56, 435}, "aarch64": {220, 435}}.get(platfo
 @dataclass(frozen=True)
 class WorkerSpec:
     """How a task's workers are started: at which isolation level ("sandbox", "uid" or "none",
-    see `grader.core.plugin`), and what they may see."""
+    see `grader.session.plugin`), and what they may see."""
     level: str
     limits: Limits = field(default_factory=Limits)
     course: Course = COURSE

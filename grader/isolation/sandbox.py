@@ -28,13 +28,13 @@ writable through a writable `/proc`), and the jail's own root, `/` and `/dev`, a
 folders with no size limit.
 
 Limits: memory, process count and CPU share by a cgroup per task's workers, below the grader's own
-cgroup (`grader.core.cgroups`; v2 or v1; CPU where the cpu controller is there) when this process
+cgroup (`grader.isolation.cgroups`; v2 or v1; CPU where the cpu controller is there) when this process
 may create one, else memory by RLIMIT_AS; the memory fitted to the box the grading runs in
 (`Limits.fitted`), so that a learner who allocates too much meets the worker's own limit; CPU time, file
 size and open files by rlimits the worker sets on itself before the learner's module is imported
 (with no capabilities it cannot raise them again); what it keeps in the folders it shares with the
 tests, which are on the host's disk, by the trusted side measuring them while it runs
-(`grader.core.worker_host`).
+(`grader.isolation.worker_host`).
 Everything in the sandbox dies with it: the pid namespace ends with its first process, and the
 cgroup is emptied by SIGKILL before it is removed.
 """
@@ -53,8 +53,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import grader
-from grader.core import cgroups
 from grader.course import COURSE, Course
+from grader.isolation import cgroups
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def _memory_policy(limits: Limits) -> str:
 
 class SandboxJail:
     """One worker's sandbox: its private files, its cgroup and the command that starts it (the
-    level "sandbox" of `grader.core.jail.Jail`)."""
+    level "sandbox" of `grader.isolation.jail.Jail`)."""
 
     cwd = "/"               # the host starts bwrap there; inside, the worker's folder is /tmp
     become = None           # the sandbox maps its own uid
@@ -384,7 +384,7 @@ def python_paths() -> list[Path]:
 
 
 def shared_temp_root() -> Path | None:
-    """Where to make what a worker of another uid must reach (`grader.core.uid_jail`): its
+    """Where to make what a worker of another uid must reach (`grader.isolation.uid_jail`): its
     private folder, the worker's code, the pytest folders it writes: the temporary folder if
     every user may enter the way to it, else /tmp or /var/tmp; None where none of them allows it."""
     for candidate in (Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")):

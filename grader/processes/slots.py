@@ -1,7 +1,7 @@
 """Slots shared by the processes of one run, so that together they run at most so many things.
 
 The audit grades each task's trees in forks of that task's collected session, several sessions
-at once (`grader.core.variant_forks`). A fixed share of forks per session leaves a core idle as
+at once (`grader.session.variant_forks`). A fixed share of forks per session leaves a core idle as
 soon as one session runs out of trees while another still has many; instead, every session takes
 a slot for each fork from one shared set and gives it back when the fork ends, so the last
 session standing uses every core.

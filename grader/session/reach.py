@@ -6,7 +6,7 @@ variant and ends the same way, so the audit takes that test's result from the re
 grading instead of running it again, as mutation-testing tools select tests by coverage.
 
 What a test reaches is recorded while the reference is graded in the audit's collected session
-(`grader.core.variant_forks`, in process only), whose module is loaded with every function of it
+(`grader.session.variant_forks`, in process only), whose module is loaded with every function of it
 made to note its top-level definition when called (one call each: no tracing slows the rest):
 - every top-level definition whose code ran, in any thread, or ran at import;
 - every attribute of the module read from outside it (a class built, a constant read);

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from grader.core.intake import Unreadable, read_inside, resolved_inside
-from grader.forks import Fork
+from grader.processes.forks import Fork
+from grader.session.intake import Unreadable, read_inside, resolved_inside
 from grader.worker.loading import sibling_module  # noqa: F401  (the suites' import)
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What the hidden suites' oracles share beyond assertions (`grader.core.checks`): the libraries'
+"""What the hidden suites' oracles share beyond assertions (`grader.suite.checks`): the libraries'
 notices kept out of feedback, and torch on one thread for tiny timed work. For the test's process
 only: probes and the files they load run beside learner code, where `grader.worker` is all of the
 grader there is (`tests/test_layout.py`).

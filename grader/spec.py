@@ -3,7 +3,7 @@
 A `GradingSpec` is built at the edge (the runner, for every official channel; or, for a plain
 `pytest` run, from the plugin's options by `from_options`) and handed whole to the session as a
 file (`--grading-spec`). The plugin reads it and decides nothing again: the isolation level in it
-is already resolved (`grader.core.isolation.resolve`), with the limits its workers get.
+is already resolved (`grader.isolation.levels.resolve`), with the limits its workers get.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from grader.core import isolation
-from grader.core.sandbox import Limits
 from grader.course import COURSE, Course
+from grader.isolation import levels
+from grader.isolation.sandbox import Limits
 from grader.schema.report import Isolation
 
 BACKENDS = ("inprocess", "worker")
@@ -67,7 +67,7 @@ def from_options(option, environ) -> GradingSpec:
     course = Course(Path(option.course).resolve()) if option.course else COURSE
     limits = Limits.from_env(environ)
     return GradingSpec(course=course, impl=Path(option.impl or course.exercises).resolve(),
-                       backend=option.backend, isolation=isolation.resolve(option.isolation, option.backend, limits),
+                       backend=option.backend, isolation=levels.resolve(option.isolation, option.backend, limits),
                        limits=limits, seed=option.grader_seed, seed_from=SEED_OPTION,
                        score_report=Path(option.score_report) if option.score_report else None,
                        worker_logs=Path(option.worker_logs) if option.worker_logs else None,
