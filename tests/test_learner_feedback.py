@@ -43,7 +43,7 @@ def test_a_failing_visible_test_shows_the_feedback_and_the_learners_line_only(tm
     assert "np.float64" not in failure and "def test_" not in failure and "grader/" not in failure, failure
     assert "--full-trace" in failure
     full = visible_run(impl, "--full-trace").stdout
-    assert "def test_split_heads_shape_and_round_trip" in full and "grader/session" in full
+    assert "def test_split_heads_shape_and_round_trip" in full and "grader/suite" in full
 
 
 def test_the_line_that_gave_a_result_is_its_one_return(tmp_path):
