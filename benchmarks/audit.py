@@ -7,6 +7,8 @@ both compared entry by entry. A benchmark, not a test: it prints numbers and ass
 
 The baseline runs from a temporary git worktree of REV with this environment's interpreter and
 libraries (the worktree's own `grader` package shadows the installed one: it is run from there).
+Where REV names the pytest plugin otherwise (before a package moved, say), give the interpreter of
+an environment installed from REV: `--baseline-python PATH`.
 """
 import argparse
 import json
@@ -22,10 +24,10 @@ from grader.course import COURSE
 AUDIT_LIMIT_S = 3 * 3600
 
 
-def timed_audit(root: Path, tasks: list[str], jobs: int, out: Path) -> tuple[float, int]:
-    """(wall seconds, exit status) of `grader audit` run from the course at `root`."""
+def timed_audit(python: str, root: Path, tasks: list[str], jobs: int, out: Path) -> tuple[float, int]:
+    """(wall seconds, exit status) of `grader audit` run by `python` from the course at `root`."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "audit", *tasks, "--jobs", str(jobs), "--json", str(out)],
+    done = subprocess.run([python, "-m", "grader.cli", "audit", *tasks, "--jobs", str(jobs), "--json", str(out)],
                           cwd=root, capture_output=True, text=True, timeout=AUDIT_LIMIT_S)
     return time.perf_counter() - start, done.returncode
 
@@ -43,6 +45,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=[])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1, help="baseline and current this many times, in turn")
+    parser.add_argument("--baseline-python", default=sys.executable, metavar="PATH",
+                        help="the interpreter that runs the baseline (default: this one)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -53,8 +57,9 @@ def main() -> None:
         try:
             times: dict[str, list[float]] = {"baseline": [], "current": []}
             for round_ in range(args.rounds):
-                for name, root in (("baseline", baseline), ("current", COURSE.root)):
-                    seconds, code = timed_audit(root, args.tasks, args.jobs, Path(scratch) / f"{name}-{round_}.json")
+                for name, python, root in (("baseline", args.baseline_python, baseline),
+                                           ("current", sys.executable, COURSE.root)):
+                    seconds, code = timed_audit(python, root, args.tasks, args.jobs, Path(scratch) / f"{name}-{round_}.json")
                     times[name].append(seconds)
                     print(f"round {round_ + 1} {name:8}: {seconds:7.1f} s (exit {code})", flush=True)
             before, after = verdicts(Path(scratch) / "baseline-0.json"), verdicts(Path(scratch) / "current-0.json")

@@ -83,12 +83,12 @@ class NoJail:
 
 
 def open_jail(level: str, module_path: Path, module_bytes: bytes, *, course: Course, probe_files: list[Path],
-              writable_dirs: list[Path], limits: Limits, git_dir: Path | None) -> Jail:
+              writable_dirs: list[Path], limits: Limits, commit: str | None) -> Jail:
     """The jail of a task's worker host at `level` ("sandbox", "uid" or "none")."""
     if level == "sandbox":
         return SandboxJail(module_bytes, Path(module_path).name, course=course, probe_files=probe_files,
-                           writable_dirs=writable_dirs, limits=limits, git_dir=git_dir)
+                           writable_dirs=writable_dirs, limits=limits, commit=commit)
     if level == "uid":
         return UidJail(module_bytes, Path(module_path).name, writable_dirs=writable_dirs, limits=limits,
-                       git_dir=git_dir)
+                       commit=commit)
     return NoJail(module_path, limits)

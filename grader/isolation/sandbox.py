@@ -12,8 +12,9 @@ The file system it sees is built from nothing:
   its own (`RUNTIME_DIR`) that `PYTHONPATH` puts first, however the host found `grader` (installed,
   editable, or from the current directory);
 - the task's probe files and `datasets/`, read-only;
-- the learner's module, copied by the trusted side into the jail, read-only, with the
-  submission's own `.git` beside it when it has one (never the course's);
+- the learner's module, copied by the trusted side into the jail, read-only, with a `.git`
+  beside it that holds the submission's commit alone when it has one (never its history, never
+  the course's: `grader.session.intake.head_only_repository`);
 - pytest's temporary directories of this grading (`tmp_path`), read-write, at the same paths, so
   that files a function writes or reads cross as paths;
 - a private `/tmp` and `/dev/shm` (memory-backed, each capped), and its own `/proc` and `/dev`,
@@ -55,6 +56,7 @@ from pathlib import Path
 import grader
 from grader.course import COURSE, Course
 from grader.isolation import cgroups
+from grader.session.intake import head_only_repository
 
 log = logging.getLogger(__name__)
 
@@ -222,19 +224,18 @@ class SandboxJail:
     become = None           # the sandbox maps its own uid
 
     def __init__(self, module_bytes: bytes, module_name: str, *, course: Course, probe_files: list[Path],
-                 writable_dirs: list[Path], limits: Limits, git_dir: Path | None = None):
+                 writable_dirs: list[Path], limits: Limits, commit: str | None = None):
         self.course = course           # whose data and probes are bound, and which root is kept read-only
         self.limits = limits
         self.private = Path(tempfile.mkdtemp(prefix="grader-jail-"))
         (self.private / "submission").mkdir()
         self.module_path = Path(MODULE_DIR) / module_name
         (self.private / "submission" / module_name).write_bytes(module_bytes)
-        if git_dir is not None:             # where its .git is bound: /submission itself is read-only
-            (self.private / "submission" / ".git").mkdir()
+        if commit is not None:              # its code may record its commit: the commit alone, not its history
+            head_only_repository(self.private / "submission", commit)
         self.runtime = worker_runtime()
         self.probe_files = [Path(p) for p in probe_files]
         self.writable_dirs = [Path(d) for d in writable_dirs]
-        self.git_dir = git_dir
         self.device_copies = _device_copies(self.private / "dev")
         self.cgroup = limits.cgroup(self.private.name)
 
@@ -314,8 +315,6 @@ class SandboxJail:
         for writable in self.writable_dirs:
             args += ["--bind", str(writable), str(writable)]
         args += ["--ro-bind", str(self.private / "submission"), MODULE_DIR]
-        if self.git_dir is not None:        # the submission's own history: its code may record its commit
-            args += ["--ro-bind", str(self.git_dir), f"{MODULE_DIR}/.git"]
         if course_in_tmpfs:
             args += ["--remount-ro", str(self.course.root)]
         return args + ["--remount-ro", "/"]

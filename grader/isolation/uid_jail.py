@@ -33,6 +33,7 @@ process count is capped by RLIMIT_NPROC, which counts per uid.
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
@@ -55,6 +56,7 @@ from grader.isolation.sandbox import (
     worker_runtime,
 )
 from grader.processes.forks import Fork
+from grader.session.intake import head_only_repository
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,10 @@ UID_BASE = 0x5000_0000          # far above any user of a machine and the usual 
 UIDS_PER_PROCESS = 64           # hosts one grading process may start in its life before uids repeat
 SECRET_MODE = 0o600             # a sealed file: its owner's alone
 TRAVERSE_ONLY_MODE = 0o711      # a sealed folder others must pass through: entered, never listed
-WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")   # where any uid may leave files
+SHARED_ROOTS = ("/", "/var", "/run", "/dev")   # whose world-writable folders (/tmp, /run/lock, ...) any uid may fill
+SYSV_IPC = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}     # /proc/sysvipc/<kind>, and what removes one
+IPC_RMID = 0
+_LIBC = ctypes.CDLL(None, use_errno=True)
 _allocated = 0
 
 
@@ -111,11 +116,11 @@ class UidJail:
     level "uid" of `grader.isolation.jail.Jail`)."""
 
     def __init__(self, module_bytes: bytes, module_name: str, *, writable_dirs: list[Path], limits: Limits,
-                 git_dir: Path | None = None):
+                 commit: str | None = None):
         self.limits = limits
         self.uid = allocate_uid()
         kill_uid(self.uid)                 # whatever a killed grading left under this uid goes first
-        remove_files_of(self.uid)
+        remove_leftovers_of(self.uid)
         self.private = Path(tempfile.mkdtemp(prefix="grader-uid-", dir=shared_temp_root()))
         os.chmod(self.private, 0o711)
         # The bytes graded: readable by this host's uid alone (through its group), writable by none of
@@ -124,8 +129,8 @@ class UidJail:
         submission.mkdir()
         self.module_path = submission / module_name
         self.module_path.write_bytes(module_bytes)
-        if git_dir is not None:            # the submission's own history: its code may record its commit
-            shutil.copytree(git_dir, submission / ".git", symlinks=True)
+        if commit is not None:             # its code may record its commit: the commit alone, not its history
+            head_only_repository(submission, commit)
         _readable_by_group_only(submission, self.uid)
         self.home = self.private / "home"
         self.home.mkdir(mode=0o700)
@@ -139,7 +144,12 @@ class UidJail:
         return self.cgroup.wrap(argv, oom_score_adj=LEARNER_OOM_SCORE_ADJ)
 
     def environment(self) -> dict[str, str]:
-        return worker_environment(home=str(self.home), pythonpath=str(self.runtime))
+        # The submission's `.git` belongs to root, not the worker's uid: git refuses a repository
+        # another user owns unless told it is safe (git config's safe.directory, here as git's
+        # own command-line configuration), and the learner's `git rev-parse HEAD` would print nothing.
+        return {**worker_environment(home=str(self.home), pythonpath=str(self.runtime)),
+                "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+                "GIT_CONFIG_VALUE_0": str(self.module_path.parent)}
 
     @property
     def become(self) -> dict[str, int]:
@@ -150,6 +160,7 @@ class UidJail:
         limits = self.limits.rlimits(self.cgroup)
         if not self.cgroup.paths:
             limits["NPROC"] = self.limits.processes
+        limits["MSGQUEUE"] = 0        # no POSIX message queue: one would outlive the worker, open to any uid
         return limits
 
     def disk_paths(self) -> list[str]:
@@ -182,7 +193,7 @@ class UidJail:
     def close(self) -> None:
         self.cgroup.kill_all()
         kill_uid(self.uid)
-        remove_files_of(self.uid)
+        remove_leftovers_of(self.uid)
         shutil.rmtree(self.private, ignore_errors=True)
 
 
@@ -216,29 +227,67 @@ def _kill_all_as(uid: int) -> int:
 
 
 def owned_in_world_writable(uid: int) -> list[str]:
-    """The entries `uid` owns at the top of the folders where every user may write (the host's
-    /tmp, /var/tmp, /dev/shm, which holds memory, and /dev/mqueue)."""
-    owned = []
-    for folder in WORLD_WRITABLE:
+    """The entries `uid` owns in the folders where every user may write: those at the top of
+    the shared roots (the host's /tmp, /var/tmp, /dev/shm, which holds memory, /run/lock, and
+    whatever else a container has), and in every world-writable folder below them that another
+    user made."""
+    owned, folders = [], world_writable_folders()
+    while folders:
+        folder = folders.pop()
         try:
             with os.scandir(folder) as entries:
-                owned += [entry.path for entry in entries if _owner(entry) == uid]
+                for entry in entries:
+                    info = _lstat(entry)
+                    if info is None:
+                        continue
+                    if info.st_uid == uid:
+                        owned.append(entry.path)
+                    elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                        folders.append(entry.path)
         except OSError as exc:
             log.debug("%s not searched for files of uid %d: %s", folder, uid, exc)
             continue
     return owned
 
 
-def _owner(entry: os.DirEntry) -> int | None:
+def world_writable_folders() -> list[str]:
+    """The folders at the top of the shared roots that every user may write to."""
+    found = []
+    for root in SHARED_ROOTS:
+        try:
+            with os.scandir(root) as entries:
+                found += [entry.path for entry in entries if (info := _lstat(entry)) is not None
+                          and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH]
+        except OSError as exc:
+            log.debug("%s not searched for shared folders: %s", root, exc)
+    return found
+
+
+def _lstat(entry: os.DirEntry) -> os.stat_result | None:
     try:
-        return entry.stat(follow_symlinks=False).st_uid
+        return entry.stat(follow_symlinks=False)
     except OSError:
         return None
 
 
-def remove_files_of(uid: int) -> None:
-    """What a worker of `uid` left where every user may write goes, all of it: it could write
-    nowhere else outside its private folder."""
+def sysv_ipc_of(uid: int) -> list[tuple[str, int]]:
+    """The System V shared memory segments, message queues and semaphore sets `uid` created or
+    owns, as (kind, id): they outlive every process, and any uid may open one by its key."""
+    found = []
+    for kind in SYSV_IPC:
+        header, *rows = (read_text(f"/proc/sysvipc/{kind}") or "").splitlines() or [""]
+        columns = header.split()
+        for row in rows:
+            values = dict(zip(columns, row.split()))
+            if str(uid) in (values.get("uid"), values.get("cuid")):
+                found.append((kind, int(values[columns[1]])))       # shmid, msqid or semid
+    return found
+
+
+def remove_leftovers_of(uid: int) -> None:
+    """What a worker of `uid` left where every user may reach it goes, all of it: files where
+    every user may write (it could write nowhere else outside its private folder) and System V
+    IPC objects. It can leave no POSIX message queue (`rlimits`: none of its bytes allowed)."""
     for path in owned_in_world_writable(uid):
         try:
             if os.path.isdir(path) and not os.path.islink(path):
@@ -248,6 +297,10 @@ def remove_files_of(uid: int) -> None:
         except OSError as exc:
             log.debug("%s of uid %d stays: %s", path, uid, exc)
             continue
+    for kind, ident in sysv_ipc_of(uid):
+        remove = getattr(_LIBC, SYSV_IPC[kind])
+        if (remove(ident, 0, IPC_RMID) if kind == "sem" else remove(ident, IPC_RMID, None)) != 0:
+            log.debug("System V %s %d of uid %d stays: errno %d", kind, ident, uid, ctypes.get_errno())
 
 
 def _readable_by_group_only(tree: Path, gid: int) -> None:

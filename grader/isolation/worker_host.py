@@ -188,7 +188,7 @@ class WorkerHost:
     """A task's zygote, in its own jail (or none), forking workers for the learner's module."""
 
     def __init__(self, module_path: Path, module_bytes: bytes, spec: WorkerSpec, output: WorkerOutput,
-                 git_dir: Path | None = None):
+                 commit: str | None = None):
         self.spec = spec
         self._workers: list[Worker] = []
         self._awaiting_pid: list[Worker] = []
@@ -200,7 +200,7 @@ class WorkerHost:
         preload = sorted(_imported_libraries(module_bytes, spec.probe_files))
         self.jail: Jail = open_jail(spec.level, Path(module_path), module_bytes, course=spec.course,
                                     probe_files=list(spec.probe_files), writable_dirs=list(spec.writable_dirs),
-                                    limits=self.limits, git_dir=git_dir)
+                                    limits=self.limits, commit=commit)
         self.cgroup = self.jail.cgroup
         argv = _argv(self.jail.module_path, theirs.fileno(), self.jail.rlimits, preload, spec.probe_files,
                      become=self.jail.become)

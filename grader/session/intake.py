@@ -95,6 +95,26 @@ def git_head(folder: Path, stop_at: Path | None = None, follow_files: bool = Tru
         return None
 
 
+def jailed_commit(module: Path, submission_root: Path, course_root: Path) -> str | None:
+    """The commit a jailed worker finds beside `module`: HEAD of the submission's own repository
+    (a `.git` folder between the module and the submission's root, never the course's), or None.
+    The jail holds this commit alone, never the repository (`head_only_repository`)."""
+    git_dir = find_git_dir(module.parent, stop_at=submission_root, follow_files=False)
+    if git_dir is None or git_dir.parent.resolve() == course_root.resolve():
+        return None
+    return git_head(git_dir.parent, follow_files=False)
+
+
+def head_only_repository(folder: Path, commit: str) -> None:
+    """A `.git` in `folder` whose HEAD is `commit` (detached) and which holds nothing else: the
+    worker's `git rev-parse HEAD` prints the commit, and no file of the submission's history (a
+    table of answers committed there) is in the jail to read."""
+    git = folder / ".git"
+    (git / "objects").mkdir(parents=True)
+    (git / "refs").mkdir()
+    (git / "HEAD").write_text(commit + "\n", encoding="ascii")
+
+
 def find_git_dir(folder: Path, stop_at: Path | None = None, follow_files: bool = True) -> Path | None:
     """The git folder of the repository holding `folder`. With `follow_files`, a `.git` file
     (`gitdir: ...`, as a worktree or a submodule has) is followed to the folder it names;

@@ -4,10 +4,10 @@ A suite's random inputs come from the `seed` and `rng` fixtures. With one seed f
 a module that only replays what earlier feedback showed (the expected values of the same inputs)
 earns their points without any implementation. So an official grading's seed is derived from a
 secret of the course (`Course.secret_file`: made on first use, kept with the course, never released, in
-no learner-visible file, and sealed from the worker at every isolation level) and the digests of
-the submission's module files: another submission, or the same one changed, gets other inputs;
-regrading the same submission gets the same inputs, and the same grade. `--seed N` still forces
-one seed; the report's record says which it was (`seed_from`).
+no learner-visible file, and sealed from the worker at every isolation level), the digests of the
+submission's module files and its commit: another submission, or the same one changed or
+committed again, gets other inputs; regrading the same submission gets the same inputs, and the
+same grade. `--seed N` still forces one seed; the report's record says which it was (`seed_from`).
 """
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ import secrets
 from pathlib import Path
 
 from grader.course import COURSE, Task, locate_module
-from grader.session.intake import read_module, sha256
+from grader.session.intake import jailed_commit, read_module, sha256
 from grader.worker.loading import StudentImportError
 
 log = logging.getLogger(__name__)
 
 SEED_BITS = 31                         # the plugin's seeds are plain non-negative ints
-FROM_SUBMISSION = "course secret and the submission's module digests"
+FROM_SUBMISSION = "course secret, the submission's module digests and its commit"
 FORCED = "--seed"
 
 
@@ -42,13 +42,17 @@ def course_secret(path: Path = COURSE.secret_file) -> bytes:
 
 
 def submission_seed(root: Path, tasks: list[Task], secret: bytes | None = None) -> int:
-    """The seed of a submission tree's grading: the course secret and its modules' digests (a
-    missing or unreadable module counts as such, by task)."""
-    digests = []
+    """The seed of a submission tree's grading: the course secret and, by task, everything its
+    jail holds of the submission: the module's digest (a missing or unreadable module counts as
+    such) and the commit beside it (`intake.jailed_commit`). A commit changes the seed, so a
+    module whose bytes stay the same while what it reads beside itself changes is drawn new inputs."""
+    held = []
     for task in sorted(tasks, key=lambda t: t.name):
+        module = locate_module(root, task)
         try:
-            digests.append(f"{task.name}:{sha256(read_module(root, locate_module(root, task)))}")
+            module_digest = sha256(read_module(root, module))
         except StudentImportError:
-            digests.append(f"{task.name}:missing")
-    digest = hashlib.sha256((secret if secret is not None else course_secret()) + "\n".join(digests).encode()).digest()
+            module_digest = "missing"
+        held.append(f"{task.name}:{module_digest}:{jailed_commit(module, root, task.course.root)}")
+    digest = hashlib.sha256((secret if secret is not None else course_secret()) + "\n".join(held).encode()).digest()
     return int.from_bytes(digest[:8], "little") % (1 << SEED_BITS)

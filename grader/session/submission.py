@@ -23,7 +23,7 @@ from typing import Protocol
 from grader.course import COURSE
 from grader.isolation.worker_host import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.schema.report import OUT_OF_MEMORY, Status
-from grader.session.intake import find_git_dir, git_head, read_module
+from grader.session.intake import git_head, jailed_commit, read_module
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking
 from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
@@ -195,7 +195,7 @@ class WorkerBackend:
         if self._host is None:
             self._host_output_mark = self.output.mark()
             self._host = WorkerHost(self.module_path, self.module_bytes, self.context.spec, self.output,
-                                    git_dir=self._submission_git_dir())
+                                    commit=self.git_head)
 
     @property
     def host(self) -> WorkerHost:
@@ -203,18 +203,12 @@ class WorkerBackend:
         assert self._host is not None, "used before launch()"
         return self._host
 
-    def _submission_git_dir(self) -> Path | None:
-        """The submission's own repository, which a sandboxed worker may see (never the course's)."""
-        git_dir = find_git_dir(self.module_path.parent, stop_at=self.context.submission_root, follow_files=False)
-        return git_dir if git_dir is not None and git_dir.parent.resolve() != COURSE.root else None
-
     @property
     def git_head(self) -> str | None:
         """The commit learner code finds beside its module, as the worker sees it."""
         if self.context.spec.level == "none":
             return git_head(self.module_path.parent)
-        git_dir = self._submission_git_dir()
-        return git_head(git_dir.parent, follow_files=False) if git_dir is not None else None
+        return jailed_commit(self.module_path, self.context.submission_root, COURSE.root)
 
     def start(self, deadline: float) -> None:
         """Have a worker ready. An import gets STARTUP_LIMIT_S of its own, across tests if a test's

@@ -9,8 +9,10 @@ stays text):
   tick's marker (a `<use>` at the tick's pixel position) and, when the tick is labelled, its label
   as `<text>` (a power of ten as mathtext: the exponent in a smaller font);
 - a line the Axes draws (`plot`, `semilogx`, ...) is a group `line2d_N` directly inside the Axes
-  group, its vertices in a `<path d="M x y L x y ...">` (or markers only: `<use>` per point);
-  legend handles sit inside the `legend_N` group and are not lines of the Axes;
+  group, its vertices in a `<path d="M x y L x y ...">` (or markers only: `<use>` per point); a
+  `LineCollection_N` holds one such path per line; an artist given a `gid` is a group of that
+  name, read by what it holds (an unfilled path is a line, a filled one a polygon); legend
+  handles sit inside the `legend_N` group and are not lines of the Axes;
 - a shaded region (`fill_between`) is a `FillBetweenPolyCollection_N` (or `PolyCollection_N`)
   group, each polygon a closed `<path>`, or a `<use>` of a path defined once, at an offset;
   `fill` makes a `patch_N` polygon.
@@ -39,6 +41,9 @@ MIN_LABELLED_TICKS = 3          # two points fit any affine map: a third decides
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _PATH_TOKEN = re.compile(r"[A-Za-z]|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)")
+# Groups of an Axes that draw no data: its axes' ticks and labels, its legend (whose handles are
+# not lines of the Axes), its texts.
+NOT_DRAWN_DATA = ("matplotlib.axis_", "legend_", "text_")
 
 
 class FigureUnreadable(ValueError):
@@ -149,21 +154,46 @@ def _axes(group, defined: dict[str, str]) -> Axes:
             marks[axis].append((pixel, None if label is None else parse_number(label), "10^" in (label or "")))
     axes = Axes(group.get("id") or "", _axis(marks["x"], "x", text_as_paths["x"]), _axis(marks["y"], "y", text_as_paths["y"]))
     for child in group:
-        child_id = child.get("id") or ""
-        if child.tag != f"{SVG}g":
-            continue
-        if child_id.startswith("line2d_"):
-            vertices = _line_vertices(child)
-            if len(vertices):
-                axes.lines.append(vertices)
-        elif child_id.startswith(("FillBetweenPolyCollection_", "PolyCollection_")):
-            axes.fills += [v for v in _collection_polygons(child, defined) if len(v) >= 3]
-        elif child_id.startswith("patch_"):
-            for path in child.iter(f"{SVG}path"):
-                vertices = _path_vertices(path.get("d", ""))
-                if len(np.unique(vertices, axis=0)) > 4:        # not the background, a spine or a frame
-                    axes.fills.append(vertices)
+        if child.tag == f"{SVG}g":
+            _read_drawn(child, defined, axes)
     return axes
+
+
+def _read_drawn(group, defined: dict[str, str], axes: Axes) -> None:
+    """What one artist's group inside an Axes draws, however it was drawn: a line, each line of a
+    collection, a shaded band or polygon; a group named by the learner (an artist's `gid`) or one
+    this reader does not know is read by what it holds."""
+    group_id = group.get("id") or ""
+    if group_id.startswith(NOT_DRAWN_DATA):
+        return
+    if group_id.startswith("line2d_"):
+        vertices = _line_vertices(group)
+        if len(vertices):
+            axes.lines.append(vertices)
+    elif group_id.startswith("LineCollection_"):
+        axes.lines += [v for v in (_path_vertices(path.get("d", "")) for path in group.iter(f"{SVG}path")) if len(v)]
+    elif group_id.startswith(("FillBetweenPolyCollection_", "PolyCollection_")):
+        axes.fills += [v for v in _collection_polygons(group, defined) if len(v) >= 3]
+    elif group_id.startswith("patch_"):
+        for path in group.iter(f"{SVG}path"):
+            vertices = _path_vertices(path.get("d", ""))
+            if len(np.unique(vertices, axis=0)) > 4:        # not the background, a spine or a frame
+                axes.fills.append(vertices)
+    else:
+        for child in group:
+            if child.tag == f"{SVG}g":
+                _read_drawn(child, defined, axes)
+            elif child.tag == f"{SVG}path":
+                vertices = _path_vertices(child.get("d", ""))
+                unfilled = re.search(r"fill:\s*none", child.get("style", "")) is not None
+                if unfilled and len(vertices):
+                    axes.lines.append(vertices)
+                elif len(vertices) >= 3:
+                    axes.fills.append(vertices)
+        markers = [(float(u.get("x")), float(u.get("y"))) for u in group.findall(f"{SVG}use")
+                   if u.get("x") is not None and u.get("y") is not None]
+        if markers:
+            axes.lines.append(np.array(markers, dtype=float))
 
 
 def _axis(marks, name: str, text_as_paths: bool) -> Axis:

@@ -3,9 +3,12 @@ but the learner's own code."""
 from __future__ import annotations
 
 import ast
+import codecs
 import hashlib
 import importlib.util
+import io
 import sys
+import tokenize
 import traceback
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -87,9 +90,31 @@ def learner_traceback(tb: TracebackType | None, student_file: Path) -> Traceback
 def learner_source(student_file: Path) -> str:
     """The text of a learner's module as Python reads it when it imports the file: decoded by
     its PEP 263 coding line or its UTF-8 byte-order mark (UTF-8 without either), newlines made
-    `\n`. The one way the trusted side reads learner source. An encoding Python would refuse
-    raises SyntaxError, undecodable bytes UnicodeDecodeError (a ValueError), as importing would."""
-    return importlib.util.decode_source(Path(student_file).read_bytes())
+    `\n`. The one way the trusted side reads learner source. An encoding Python would refuse, or
+    bytes it cannot decode outside a comment, raise SyntaxError, as importing would. Python's
+    tokenizer never decodes a comment: such bytes may stand in one and the module still imports,
+    so its source is read with them replaced."""
+    data = Path(student_file).read_bytes()
+    try:
+        return importlib.util.decode_source(data)
+    except (UnicodeDecodeError, SyntaxError):
+        compile(data, str(student_file), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)   # as importing would
+        text = data.decode(_declared_encoding(data), errors="replace")
+        return io.IncrementalNewlineDecoder(None, translate=True).decode(text, final=True)
+
+
+def _declared_encoding(data: bytes) -> str:
+    """The encoding PEP 263 gives a source whose comments may not decode: a UTF-8 byte-order
+    mark, else a coding line (the first line, or the second below a blank or comment line), else UTF-8."""
+    if data.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    for line in data.splitlines()[:2]:
+        match = tokenize.cookie_re.match(line.decode("latin-1"))
+        if match:
+            return codecs.lookup(match.group(1)).name
+        if not tokenize.blank_re.match(line):
+            break
+    return "utf-8"
 
 
 class Location(TypedDict):

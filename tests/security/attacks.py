@@ -471,6 +471,15 @@ def _refused(prefix=""):
     return lambda graded: refused_everything(graded, prefix)
 
 
+def _saw_a_neighbour(graded: Graded) -> None:
+    """At the uid level every command line is visible: the attack met at least one neighbour's
+    zygote, so its refusals mean something (in the sandbox it sees none)."""
+    seen = [int(value) for what, value in graded.observed if what == "neighbour modules seen"]
+    assert seen, f"{graded.name}: the attack never ran"
+    if graded.report.isolation.get("level") == "uid":
+        assert seen[0] > 0, f"{graded.name}: no neighbour's zygote was running while it looked"
+
+
 def _searched_and_found_nothing(graded: Graded) -> None:
     """Nothing an earlier submission left reaches a later one: the finder looked, and found none."""
     assert any(what == "searched" for what, _ in graded.observed), f"{graded.name}: the finder never ran"
@@ -620,6 +629,10 @@ ATTACKS = [
     Attack("find_leftovers", "a correct module that looks for what leave_behind left, graded after every attack",
            module=at_import(h.LEFTOVER_FINDER, REFERENCE), check=all_of(same_outcome_as("reference_last"),
                                                                         _searched_and_found_nothing)),
+    Attack("read_neighbour", "a stub that reads the modules other zygotes name on their command lines, and "
+           "becomes the first working one", module=lambda context: h.at_import(h.NEIGHBOUR_READER)(context) + "\n" +
+           h.NEIGHBOUR_BORROWER,
+           check=all_of(as_stub, _refused("read a neighbour's module"), _saw_a_neighbour)),
     Attack("scratch_fill", "fills the scratch folder shared with the tests (the host's disk)",
            module=on_every_call(h.SCRATCH_FILL),
            check=all_of(scores_nothing, _some_say("in the folders it may write; the limit is", "crashed"))),

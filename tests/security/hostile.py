@@ -792,10 +792,21 @@ def on_call(name):
 # Python would run at start-up, matplotlib's and torch's configuration. LEFTOVER_FINDER (graded
 # after every attack) looks in the same places.
 LEFTOVER_PLACES = '''
-import site as _site, tempfile as _tempfile
+import ctypes as _ctypes, ctypes.util as _ctypes_util, site as _site, stat as _stat, tempfile as _tempfile, zlib as _zlib
+def shared_folders():
+    """Every world-writable folder at the top of /, /var, /run and /dev (/tmp, /run/lock, ...)."""
+    found = []
+    for root in ("/", "/var", "/run", "/dev"):
+        try:
+            found += [e.path for e in _os.scandir(root) if e.is_dir(follow_symlinks=False)
+                      and e.stat(follow_symlinks=False).st_mode & _stat.S_IWOTH]
+        except OSError:
+            pass
+    return found
 def leftover_places():
     home = _os.path.expanduser("~")
-    places = ["/tmp", "/var/tmp", "/dev/shm", _tempfile.gettempdir(), _os.getcwd(), home, scratch_dir() or "/tmp"]
+    places = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock", *shared_folders(), _tempfile.gettempdir(), _os.getcwd(),
+              home, scratch_dir() or "/tmp"]
     for relative in (".cache", ".cache/torch", ".cache/huggingface", ".config/matplotlib", ".local/share"):
         places.append(_os.path.join(home, relative))
     places += [_os.environ.get(name) for name in ("TMPDIR", "MPLCONFIGDIR", "HF_HOME", "TORCH_HOME",
@@ -804,6 +815,30 @@ def leftover_places():
 def user_site():
     return _site.getusersitepackages() if isinstance(_site.getusersitepackages(), str) else None
 LEFTOVER = "leftover-" + CONTEXT["marker"]
+# System V IPC objects (found by key) and a POSIX message queue (by name): no folder holds them.
+IPC_KEY = _zlib.crc32(LEFTOVER.encode()) & 0x7FFFFFFF
+IPC_CREAT = 0o1000
+QUEUE = ("/" + LEFTOVER).encode()
+_libc = _ctypes.CDLL(None, use_errno=True)
+def _checked(result):
+    if result == -1:
+        raise OSError(_ctypes.get_errno(), _os.strerror(_ctypes.get_errno()))
+    return result
+def mq_open(*args):
+    try:
+        opener = _libc.mq_open
+    except AttributeError:
+        opener = _ctypes.CDLL(_ctypes_util.find_library("rt"), use_errno=True).mq_open
+    return _checked(opener(*args))
+IPC_OBJECTS = {
+    "System V shared memory": lambda create: _checked(_libc.shmget(IPC_KEY, 1 << 20 if create else 0,
+                                                                   IPC_CREAT | 0o666 if create else 0)),
+    "System V message queue": lambda create: _checked(_libc.msgget(IPC_KEY, IPC_CREAT | 0o666 if create else 0)),
+    "System V semaphore": lambda create: _checked(_libc.semget(IPC_KEY, 1 if create else 0,
+                                                               IPC_CREAT | 0o666 if create else 0)),
+    "POSIX message queue": lambda create: mq_open(QUEUE, _os.O_CREAT | _os.O_RDWR, 0o666, None) if create
+                           else mq_open(QUEUE, _os.O_RDONLY),
+}
 '''
 
 LEAVE_BEHIND = LEFTOVER_PLACES + '''
@@ -821,6 +856,8 @@ if once("leave-behind"):
     if site_dir:
         attempt("plant usercustomize in " + site_dir, lambda: open(_os.path.join(plant(site_dir)(), "usercustomize.py"),
                 "w").write("import os\\nos.environ[%r] = 'ran'\\n" % LEFTOVER))
+    for kind, make in IPC_OBJECTS.items():
+        attempt("create a " + kind, lambda make=make: make(True))
     _os.environ[LEFTOVER] = "set"         # its own process's environment: dies with it
 '''
 
@@ -836,6 +873,11 @@ def find_leftovers():
     site_dir = user_site()
     if site_dir and _os.path.exists(_os.path.join(site_dir, "usercustomize.py")):
         found.append(_os.path.join(site_dir, "usercustomize.py"))
+    for kind, make in IPC_OBJECTS.items():
+        try:
+            found.append("%s %d, key %#x" % (kind, make(False), IPC_KEY))
+        except OSError:
+            pass
     if LEFTOVER in _os.environ or "usercustomize" in _sys.modules:
         found.append("environment: " + _os.environ.get(LEFTOVER, "usercustomize imported"))
     return found
@@ -845,6 +887,37 @@ if once("find-leftovers"):
         observe("found", path)
 '''
 
+
+# A stub graded beside other submissions: every zygote's command line names the module it serves.
+# It reads each one it can and, if one is a working module, becomes it (its functions replace the
+# stub's, which follow this code). It keeps looking for a while: a neighbour must be running.
+NEIGHBOUR_READER = '''
+import time as _time
+def neighbour_modules():
+    found = set()
+    for pid in visible_pids():
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\\0")
+        except OSError:
+            continue
+        if b"grader.worker.zygote" in argv:
+            found.update(a.decode("utf-8", "replace") for a in argv if a.endswith(b".py"))
+    return found - {_os.path.abspath(__file__)}
+_seen, _borrowed, _until = set(), None, _time.monotonic() + 10
+while _borrowed is None and _time.monotonic() < _until:
+    for path in neighbour_modules() - _seen:
+        _seen.add(path)
+        source = attempt("read a neighbour's module " + path, lambda p=path: open(p).read())
+        if source and "NotImplementedError" not in source:
+            _borrowed = source
+    _time.sleep(0.2)
+observe("neighbour modules seen", len(_seen))
+'''
+NEIGHBOUR_BORROWER = '''
+if _borrowed is not None:
+    exec(compile(_borrowed, __file__, "exec"))
+'''
 
 TMP_EXHAUSTION = '''
 def fill(folder, limit_mb):

@@ -25,7 +25,8 @@ BATCH_LIMIT_S = 3000
 POOL_PEAK_LIMIT_MB = 1500      # a pool process grading exercise 01 peaks near 400 MB; a reply it cannot
                                # refuse before reading it (two 1 GiB blobs) took it to 3.4 GB
 FIRST = ("reference_first", "stub_first")
-EARLY = ("daemons", "sigstop_self", "leave_behind")     # long-lived effects first, so that they overlap everything
+# read_neighbour beside reference_first; then long-lived effects, so that they overlap everything
+EARLY = ("read_neighbour", "daemons", "sigstop_self", "leave_behind")
 AFTER_ATTACKS = ("find_leftovers",)     # graded once every attack has been, by a pool process that graded some
 LAST = ("honest_loops", "honest_git_clone", "reference_last", "stub_last")
 

@@ -16,11 +16,8 @@ pytestmark = pytest.mark.skipif(harness.level_skip_reason("uid") is not None, re
 
 
 def test_a_neighbours_module_and_history_cannot_be_opened_by_another_workers_uid(tmp_path):
-    history = tmp_path / "git"
-    (history / "refs").mkdir(parents=True)
-    (history / "HEAD").write_text("ref: refs/heads/main\n")
     jail = UidJail(b"ANSWERS = {'attention': 42}\n", "attention.py", writable_dirs=[tmp_path], limits=Limits(),
-                   git_dir=history)
+                   commit="e816c8a495facc0e7671603e9a3f4c073960bb08")
     try:
         module, head = jail.module_path, jail.module_path.parent / ".git" / "HEAD"
         neighbour = allocate_uid()

@@ -6,6 +6,8 @@ the learner's line read from the file: both once decoded the file as UTF-8, whic
 module with one accented letter is not."""
 from pathlib import Path
 
+import pytest
+
 from grader.course import COURSE
 from grader.running import runner
 from grader.worker.loading import function_location, learner_source, sibling_module
@@ -49,5 +51,44 @@ def test_a_latin1_reference_gets_full_marks_on_the_einsum_structure(tmp_path):
     tests = report.tests()
     assert {attacks.test_name(t) for t in tests} == set(attacks.STRUCTURAL_TESTS), [t.id for t in tests]
     lost = [(t.id, t.feedback) for t in tests if t.status != "passed"]
+    assert not lost, lost
+    assert report.total.points == report.total.max_points > 0 and report.complete, report.problems
+
+
+INVALID_UTF8 = b"  # \xe9t\xe9: not UTF-8, and no coding line says otherwise\n"
+
+
+def invalid_utf8_reference(folder: Path) -> Path:
+    """The reference with bytes that are not UTF-8 in two comments, the first on line 1, and no
+    coding line: Python's tokenizer never decodes a comment, so the module imports."""
+    reference = hostile.REFERENCE.encode("utf-8")
+    assert reference.count(b"not 0 / 0\n") == 1, "softmax's return line changed: mark another"
+    source = INVALID_UTF8.lstrip() + reference.replace(b"not 0 / 0\n", b"not 0 / 0" + INVALID_UTF8)
+    module = folder / hostile.TASK / "attention.py"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(source)
+    compile(source, str(module), "exec")        # Python takes it
+    try:
+        source.decode("utf-8")
+    except UnicodeDecodeError:
+        return module
+    raise AssertionError("the module must not be valid UTF-8, or this test shows nothing")
+
+
+def test_bytes_that_do_not_decode_in_a_comment_are_read_as_python_reads_them(tmp_path):
+    module = invalid_utf8_reference(tmp_path)
+    assert "not UTF-8, and no coding line" in learner_source(module)
+    location = function_location(module, "softmax")
+    assert location is not None and "not 0 / 0" in location["code"], location
+    string = tmp_path / "string.py"
+    string.write_bytes(b'NAME = "\xe9"\n')          # in a string, Python refuses them: so does the reader
+    with pytest.raises(SyntaxError):
+        learner_source(string)
+
+
+def test_a_reference_with_undecodable_comments_gets_full_marks(tmp_path):
+    invalid_utf8_reference(tmp_path / "learner")
+    report = runner.run(runner.GradingRun(tmp_path / "learner", [COURSE.task_named("01")]))
+    lost = [(t.id, t.feedback) for t in report.tests() if t.lost]
     assert not lost, lost
     assert report.total.points == report.total.max_points > 0 and report.complete, report.problems

@@ -122,11 +122,12 @@ def test_correct_matches_python_string_methods(submission, rng, tmp_path):
     """`correct` for drawn normalisations, answers with whitespace, backticks, other case or none at all"""
     (new_path, base_path), known = runs.planted_run(tmp_path, rng, runs.random_cells(rng), surfaces=list(runs.SURFACES),
                                                     missing=0.15)
+    order = runs.file_order(new_path)       # read before any call: the worker may write the file
     for index in rng.permutation(len(NORMALIZATIONS))[:4]:
         normalize = NORMALIZATIONS[index]
         rows = rows_of(submission, "load_results", ["id", "correct"], new_path, "new", normalize)
         what = f"load_results(new run, 'new', normalize={normalize})"
-        assert [row["id"] for row in rows] == runs.file_order(new_path), \
+        assert [row["id"] for row in rows] == order, \
             f"{what}: expected one row per line of the file, in the file's order ({len(known)} rows); got {len(rows)}"
         oracle = runs.truth(known, known["pred"].tolist(), known["pred_base"].tolist(), normalize)
         difference = first_difference(correct_by_id(rows, what), dict(zip(oracle["id"], oracle["correct"])), oracle)
@@ -173,10 +174,11 @@ def test_digit_answers_and_ids_stay_text(submission, rng, tmp_path):
     pred_new = runs.answers(rng, table, "right_new", ["plain"], missing=0.0, digits_only=True)
     pred_base = runs.answers(rng, table, "right_base", ["plain"], missing=0.0, digits_only=True)
     new_path, _ = runs.write_runs(tmp_path, rng, table, pred_new, pred_base)
+    order = runs.file_order(new_path)       # read before the call: the worker may write the file
     rows = rows_of(submission, "load_results", ["id", "gold", "correct"], new_path, "new")
     ids = [row["id"] for row in rows]
-    assert ids == runs.file_order(new_path), \
-        f"load_results: the ids come back as {ids[:3]}..., the file holds {runs.file_order(new_path)[:3]}... " \
+    assert ids == order, \
+        f"load_results: the ids come back as {ids[:3]}..., the file holds {order[:3]}... " \
         "(read_json turned them into numbers: read with dtype=False)"
     oracle = runs.truth(table, pred_new, pred_base)
     difference = first_difference(correct_by_id(rows, "load_results"), dict(zip(oracle["id"], oracle["correct"])), oracle)

@@ -200,6 +200,21 @@ def lost_and_gained(new_path, base_path, normalize=("strip",)):
                   '    for path in log_paths:\n'
                   '        log = pd.read_json(path, lines=True)\n'
                   '        axes.plot(log["step"], log["loss"], linewidth=0.5, color="grey")\n'}),
+    Mutant("seeds_drawn_as_a_collection", rule="band.no_seed_lines",
+           note="the mean and the band, and every seed drawn in one LineCollection",
+           edits={'    axes.plot(curve.index, curve["mean"], label="mean")\n':
+                  '    axes.plot(curve.index, curve["mean"], label="mean")\n'
+                  '    from matplotlib.collections import LineCollection\n'
+                  '    seeds = [pd.read_json(path, lines=True) for path in log_paths]\n'
+                  '    axes.add_collection(LineCollection([list(zip(log["step"], log["loss"])) for log in seeds],\n'
+                  '                                       linewidths=0.5, colors="grey"))\n'}),
+    Mutant("seeds_drawn_with_a_gid", rule="band.no_seed_lines",
+           note="the mean and the band, and every seed drawn as a line named by its gid",
+           edits={'    axes.plot(curve.index, curve["mean"], label="mean")\n':
+                  '    axes.plot(curve.index, curve["mean"], label="mean")\n'
+                  '    for seed, path in enumerate(log_paths):\n'
+                  '        log = pd.read_json(path, lines=True)\n'
+                  '        axes.plot(log["step"], log["loss"], linewidth=0.5, color="grey", gid=f"seed-{seed}")\n'}),
     Mutant("seeds_only_as_lines", rule="band.mean", note="one line per seed, no mean and no band",
            functions={"plot_seed_band": '''
 def plot_seed_band(log_paths, out_dir):

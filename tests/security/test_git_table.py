@@ -1,0 +1,113 @@
+"""A module whose bytes never change can keep its hidden inputs while what it answers from grows:
+a table harvested from earlier feedback, committed to the submission's `.git`. So the jail holds
+the submission's commit alone (a `.git` whose HEAD is the commit, for the learner's `git rev-parse
+HEAD`), never its history, and the seed covers that commit: every commit draws new inputs."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader.course import COURSE
+from grader.schema.report import read_report
+from grader.session import seeds
+from grader.worker.loading import sibling_module
+
+harness = sibling_module(__file__, "harness")
+hostile = sibling_module(__file__, "hostile")
+attacks = sibling_module(__file__, "attacks")
+
+TABLE = "answers.json"
+# The stub, unless the table its history holds can be read: then the reference, which stands for
+# "answers from the table" (a recorded table answers exactly what the reference would).
+TABLE_READER = f'''
+import pathlib as _pathlib
+if any((folder / ".git" / {TABLE!r}).exists() for folder in _pathlib.Path(__file__).resolve().parents):
+    exec(compile({hostile.REFERENCE!r}, __file__, "exec"))
+'''
+
+
+def committed(folder: Path, source: str, message: str) -> str:
+    """`source` as exercise 01's module in a fork clone at `folder`, committed; the table planted
+    in its `.git`; HEAD."""
+    module = folder / "exercises" / attacks.TASK / "attention.py"
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text(source, encoding="utf-8")
+    git = ["git", "-C", str(folder), "-c", "user.name=learner", "-c", "user.email=learner@example.invalid"]
+    if not (folder / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    (folder / ".git" / TABLE).write_text('{"attention": "recorded"}', encoding="utf-8")
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_every_commit_draws_new_inputs_for_the_same_module(tmp_path):
+    task = COURSE.task_named("01")
+    first = committed(tmp_path / "fork", hostile.STUB, "round 1")
+    seed_1 = seeds.submission_seed(tmp_path / "fork", [task], secret=b"course secret")
+    assert seeds.submission_seed(tmp_path / "fork", [task], secret=b"course secret") == seed_1   # a regrade: the same
+    second = committed(tmp_path / "fork", hostile.STUB, "round 2: the table grew")
+    assert second != first
+    assert seeds.submission_seed(tmp_path / "fork", [task], secret=b"course secret") != seed_1
+
+
+def grade(folder: Path, work: Path, level: str, isolation: str):
+    out = work / f"out-{level}-{isolation}"
+    cli = harness.run_cli(["grade", folder, "--tasks", "01", "--out-dir", out, "--isolation", isolation],
+                          harness.grading_env(work), cwd=work, timeout_s=600, level=level)
+    reports = list(out.glob("*/score_report.json"))
+    assert len(reports) == 1, cli.output[-2000:]
+    return read_report(reports[0])
+
+
+@pytest.mark.parametrize("level", harness.LEVELS)
+def test_a_table_in_the_history_is_not_in_the_jail(level):
+    if harness.level_skip_reason(level):
+        pytest.skip(harness.level_skip_reason(level))
+    work = harness.work_folder("git-table")
+    try:
+        fork = work / "fork"
+        head = committed(fork, hostile.STUB + TABLE_READER, "answers from the table")
+        report = grade(fork, work, level, "required")
+        assert report.isolation.get("level") == level, report.isolation
+        assert report.submission["commit"] == head
+        assert report.total.points == 0, f"the module read its history's table at the {level} level: {report.total}"
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def test_the_table_reader_scores_where_it_can_read_its_history(tmp_path):
+    """The control: ungraded by any jail, the same module finds its table and earns the reference's
+    points, but for the structural tests (its source holds the reference as a string)."""
+    committed(tmp_path / "fork", hostile.STUB + TABLE_READER, "answers from the table")
+    report = grade(tmp_path / "fork", tmp_path, "sandbox", "none")
+    lost = {attacks.test_name(t) for t in report.tests() if t.lost}
+    assert report.total.points > 0 and lost <= set(attacks.STRUCTURAL_TESTS), (report.total, lost)
+
+
+# The reference, which will not import unless `git rev-parse HEAD` in its folder prints a commit,
+# as exercise 02's run record asks of the learner.
+COMMIT_RECORDER = '''
+import re as _re, subprocess as _subprocess, pathlib as _pathlib
+_head = _subprocess.run(["git", "rev-parse", "HEAD"], cwd=_pathlib.Path(__file__).resolve().parent,
+                        capture_output=True, text=True)
+if not _re.fullmatch("[0-9a-f]{40}", _head.stdout.strip()):
+    raise ImportError("git rev-parse HEAD printed %r: %s" % (_head.stdout, _head.stderr.strip()))
+'''
+
+
+@pytest.mark.parametrize("level", harness.LEVELS)
+def test_the_learners_git_finds_its_commit_in_the_jail(level):
+    if harness.level_skip_reason(level):
+        pytest.skip(harness.level_skip_reason(level))
+    work = harness.work_folder("git-head")
+    try:
+        fork = work / "fork"
+        head = committed(fork, COMMIT_RECORDER + hostile.REFERENCE, "records its commit")
+        report = grade(fork, work, level, "required")
+        assert report.isolation.get("level") == level, report.isolation
+        assert report.submission["commit"] == head
+        lost = [(t.id, t.feedback[:300]) for t in report.tests() if t.lost]
+        assert not lost and report.total.points == report.total.max_points, lost
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
