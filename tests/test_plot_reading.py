@@ -10,6 +10,7 @@ import pytest
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after the backend is chosen)
 
+from grader.suite import plot_reading  # noqa: E402
 from grader.suite.plot_reading import FigureUnreadable, parse_number, read_figure  # noqa: E402
 
 STEPS = np.arange(1, 121)
@@ -106,3 +107,43 @@ def test_tick_labels_parse_as_matplotlib_writes_them(label, value):
 def test_what_is_not_a_figure_says_why(data, reason):
     with pytest.raises(FigureUnreadable, match=reason):
         read_figure(data)
+
+
+def test_lines_of_a_collection_and_lines_named_by_gid_are_lines_of_the_axes():
+    from matplotlib.collections import LineCollection
+
+    def draw(axes):
+        axes.plot(STEPS, LOSS, gid="seed-0")
+        axes.add_collection(LineCollection([np.c_[STEPS, LOSS * 1.1], np.c_[STEPS, LOSS * 1.2]]))
+        axes.plot(STEPS, LOSS * 1.3, label="mean")
+        axes.legend()                                 # its handle is no line of the Axes
+        axes.set_xscale("log")
+
+    (axes,) = read_figure(svg(draw))
+    assert len(axes.lines) == 4, [len(line) for line in axes.lines]
+    for scale in (1.0, 1.1, 1.2, 1.3):
+        assert len(axes.lines_following(STEPS, LOSS * scale, PIXEL)) == 1, scale
+
+
+def test_a_figure_of_too_many_points_is_refused_before_it_is_held():
+    def draw(axes):
+        axes.plot(STEPS, LOSS)
+
+    data = svg(draw).decode()
+    flood = "M 0 0 " + "".join(f"L {i % 997} {i % 991} " for i in range(300_000))
+    data = data.replace('<g id="axes_1">', f'<g id="axes_1"><g id="line2d_999"><path d="{flood}"/></g>', 1)
+    with pytest.raises(FigureUnreadable, match="more than 200,000 points"):
+        read_figure(data.encode())
+    marks = "".join(f'<use x="{i % 997}" y="{i % 991}"/>' for i in range(250_000))   # markers count as points
+    with pytest.raises(FigureUnreadable, match="more than 200,000 points"):
+        read_figure(svg(draw).decode().replace('<g id="axes_1">', f'<g id="axes_1"><g id="line2d_999">{marks}</g>',
+                                                1).encode())
+
+
+def test_distances_measured_in_chunks_are_the_distances():
+    rng = np.random.default_rng(0)
+    points, polyline = rng.normal(size=(3000, 2)) * 100, np.cumsum(rng.normal(size=(700, 2)), axis=0)
+    a, b = polyline[:-1], polyline[1:]
+    t = np.clip(((points[:, None] - a) * (b - a)).sum(axis=2) / ((b - a) ** 2).sum(axis=1), 0, 1)
+    brute = np.linalg.norm(points[:, None] - (a + t[..., None] * (b - a)), axis=2).min(axis=1)
+    assert np.allclose(plot_reading.distance_to_polyline(points, polyline), brute)

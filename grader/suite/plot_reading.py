@@ -41,6 +41,8 @@ MIN_LABELLED_TICKS = 3          # two points fit any affine map: a third decides
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _PATH_TOKEN = re.compile(r"[A-Za-z]|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)")
+FIGURE_VERTEX_LIMIT = 200_000   # the points of every path, marker and use of a figure together
+DISTANCE_CHUNK = 1 << 20        # points x segments measured at once: memory bounded whatever the sizes
 # Groups of an Axes that draw no data: its axes' ticks and labels, its legend (whose handles are
 # not lines of the Axes), its texts.
 NOT_DRAWN_DATA = ("matplotlib.axis_", "legend_", "text_")
@@ -48,6 +50,23 @@ NOT_DRAWN_DATA = ("matplotlib.axis_", "legend_", "text_")
 
 class FigureUnreadable(ValueError):
     """The file is not an SVG figure this reader understands; the message says why."""
+
+
+class FigureTooLarge(FigureUnreadable):
+    """The figure draws more than the reader reads (`FIGURE_VERTEX_LIMIT`)."""
+
+
+@dataclass
+class _VertexBudget:
+    """The vertices a figure's reading may still take: the file is learner data, read in the
+    grading's own process, and a path of a million vertices would cost that process gigabytes."""
+    left: int
+
+    def take(self, count: int = 1) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise FigureTooLarge(f"the figure draws more than {FIGURE_VERTEX_LIMIT:,} points in all; a plot of the "
+                                 "data asked for draws a few thousand (plot each point once)")
 
 
 @dataclass
@@ -132,13 +151,15 @@ def read_figure(data: bytes) -> list[Axes]:
     if root.tag != f"{SVG}svg":
         raise FigureUnreadable(f"the document's root is <{root.tag}>, not an SVG <svg>")
     defined = {path.get("id") or "": path.get("d", "") for path in root.iter(f"{SVG}path") if path.get("id")}
-    axes = [_axes(group, defined) for group in root.iter(f"{SVG}g") if re.fullmatch(r"axes_\d+", group.get("id") or "")]
+    budget = _VertexBudget(FIGURE_VERTEX_LIMIT)
+    axes = [_axes(group, defined, budget) for group in root.iter(f"{SVG}g")
+            if re.fullmatch(r"axes_\d+", group.get("id") or "")]
     if not axes:
         raise FigureUnreadable("the SVG holds no matplotlib Axes (no group axes_N): was it saved by matplotlib?")
     return axes
 
 
-def _axes(group, defined: dict[str, str]) -> Axes:
+def _axes(group, defined: dict[str, str], budget: _VertexBudget) -> Axes:
     # (pixel, value or None, written as 10^k) of every tick mark, labelled or not
     marks: dict[str, list[tuple[float, float | None, bool]]] = {"x": [], "y": []}
     text_as_paths = {"x": False, "y": False}
@@ -147,7 +168,7 @@ def _axes(group, defined: dict[str, str]) -> Axes:
         if not match:
             continue
         axis = match.group(1)
-        pixel, label = _tick_pixel(tick, axis), _tick_label(tick)
+        pixel, label = _tick_pixel(tick, axis, budget), _tick_label(tick)
         if label is None:
             text_as_paths[axis] |= _draws_text_as_paths(tick)
         if pixel is not None:
@@ -155,11 +176,11 @@ def _axes(group, defined: dict[str, str]) -> Axes:
     axes = Axes(group.get("id") or "", _axis(marks["x"], "x", text_as_paths["x"]), _axis(marks["y"], "y", text_as_paths["y"]))
     for child in group:
         if child.tag == f"{SVG}g":
-            _read_drawn(child, defined, axes)
+            _read_drawn(child, defined, axes, budget)
     return axes
 
 
-def _read_drawn(group, defined: dict[str, str], axes: Axes) -> None:
+def _read_drawn(group, defined: dict[str, str], axes: Axes, budget: _VertexBudget) -> None:
     """What one artist's group inside an Axes draws, however it was drawn: a line, each line of a
     collection, a shaded band or polygon; a group named by the learner (an artist's `gid`) or one
     this reader does not know is read by what it holds."""
@@ -167,33 +188,33 @@ def _read_drawn(group, defined: dict[str, str], axes: Axes) -> None:
     if group_id.startswith(NOT_DRAWN_DATA):
         return
     if group_id.startswith("line2d_"):
-        vertices = _line_vertices(group)
+        vertices = _line_vertices(group, budget)
         if len(vertices):
             axes.lines.append(vertices)
     elif group_id.startswith("LineCollection_"):
-        axes.lines += [v for v in (_path_vertices(path.get("d", "")) for path in group.iter(f"{SVG}path")) if len(v)]
+        axes.lines += [v for v in (_path_vertices(path.get("d", ""), budget) for path in group.iter(f"{SVG}path"))
+                       if len(v)]
     elif group_id.startswith(("FillBetweenPolyCollection_", "PolyCollection_")):
-        axes.fills += [v for v in _collection_polygons(group, defined) if len(v) >= 3]
+        axes.fills += [v for v in _collection_polygons(group, defined, budget) if len(v) >= 3]
     elif group_id.startswith("patch_"):
         for path in group.iter(f"{SVG}path"):
-            vertices = _path_vertices(path.get("d", ""))
+            vertices = _path_vertices(path.get("d", ""), budget)
             if len(np.unique(vertices, axis=0)) > 4:        # not the background, a spine or a frame
                 axes.fills.append(vertices)
     else:
         for child in group:
             if child.tag == f"{SVG}g":
-                _read_drawn(child, defined, axes)
+                _read_drawn(child, defined, axes, budget)
             elif child.tag == f"{SVG}path":
-                vertices = _path_vertices(child.get("d", ""))
+                vertices = _path_vertices(child.get("d", ""), budget)
                 unfilled = re.search(r"fill:\s*none", child.get("style", "")) is not None
                 if unfilled and len(vertices):
                     axes.lines.append(vertices)
                 elif len(vertices) >= 3:
                     axes.fills.append(vertices)
-        markers = [(float(u.get("x")), float(u.get("y"))) for u in group.findall(f"{SVG}use")
-                   if u.get("x") is not None and u.get("y") is not None]
-        if markers:
-            axes.lines.append(np.array(markers, dtype=float))
+        markers = _markers(group.findall(f"{SVG}use"), budget)
+        if len(markers):
+            axes.lines.append(markers)
 
 
 def _axis(marks, name: str, text_as_paths: bool) -> Axis:
@@ -241,16 +262,16 @@ def _unlabelled_marks_fit(kind: str, fit, marks) -> bool:
     return bool(np.all(np.abs(mantissa - np.round(mantissa)) <= 1e-3 * mantissa))
 
 
-def _collection_polygons(group, defined: dict[str, str]) -> list[np.ndarray]:
+def _collection_polygons(group, defined: dict[str, str], budget: _VertexBudget) -> list[np.ndarray]:
     """The polygons of a collection: each drawn <path> (a path with an id is a definition, not
     drawn), and each <use> of a defined path, at its offset (matplotlib draws a collection so when
     that is shorter)."""
-    polygons = [_path_vertices(p.get("d", "")) for p in group.iter(f"{SVG}path") if not p.get("id")]
+    polygons = [_path_vertices(p.get("d", ""), budget) for p in group.iter(f"{SVG}path") if not p.get("id")]
     for use in group.iter(f"{SVG}use"):
         href = (use.get(XLINK_HREF) or use.get("href") or "").removeprefix("#")
         if href in defined:
             offset = np.array([float(use.get("x", "0") or 0), float(use.get("y", "0") or 0)])
-            polygons.append(_path_vertices(defined[href]) + offset)
+            polygons.append(_path_vertices(defined[href], budget) + offset)
     return polygons
 
 
@@ -259,13 +280,13 @@ def _fit(f, pixels):
     return float(offset), float(slope), float(np.max(np.abs(offset + slope * f - pixels)))
 
 
-def _tick_pixel(tick, axis: str) -> float | None:
+def _tick_pixel(tick, axis: str, budget: _VertexBudget) -> float | None:
     for use in tick.iter(f"{SVG}use"):
         value = use.get("x" if axis == "x" else "y")
         if value is not None:
             return float(value)
     for path in tick.iter(f"{SVG}path"):            # a gridline, when the tick has no marker
-        vertices = _path_vertices(path.get("d", ""))
+        vertices = _path_vertices(path.get("d", ""), budget)
         if len(vertices) == 2 and vertices[0, 0 if axis == "x" else 1] == vertices[1, 0 if axis == "x" else 1]:
             return float(vertices[0, 0 if axis == "x" else 1])
     return None
@@ -320,47 +341,55 @@ def parse_number(label: str) -> float | None:
     return None
 
 
-def _line_vertices(group) -> np.ndarray:
+def _line_vertices(group, budget: _VertexBudget) -> np.ndarray:
     """A line's vertices: its path, or where it draws only markers, the markers' positions."""
-    paths = [v for v in (_path_vertices(p.get("d", "")) for p in group if p.tag == f"{SVG}path") if len(v)]
+    paths = [v for v in (_path_vertices(p.get("d", ""), budget) for p in group if p.tag == f"{SVG}path") if len(v)]
     if paths:
         return np.concatenate(paths)
-    markers = [(float(u.get("x")), float(u.get("y"))) for u in group.iter(f"{SVG}use")
-               if u.get("x") is not None and u.get("y") is not None]
+    return _markers(group.iter(f"{SVG}use"), budget)
+
+
+def _markers(uses, budget: _VertexBudget) -> np.ndarray:
+    """The positions of markers drawn as `<use>`s."""
+    markers = []
+    for use in uses:
+        if use.get("x") is not None and use.get("y") is not None:
+            budget.take()
+            markers.append((float(use.get("x")), float(use.get("y"))))
     return np.array(markers, dtype=float).reshape(-1, 2)
 
 
-def _path_vertices(d: str) -> np.ndarray:
-    """The vertices of a path of straight segments (M, L, H, V and z, absolute or relative)."""
-    tokens = _PATH_TOKEN.findall(d)
-    vertices, command, i = [], None, 0
+def _path_vertices(d: str, budget: _VertexBudget) -> np.ndarray:
+    """The vertices of a path of straight segments (M, L, H, V and z, absolute or relative), each
+    taken from `budget` as it is read."""
+    tokens = (match.group() for match in _PATH_TOKEN.finditer(d))
+    vertices, command = [], None
     current = np.zeros(2)
     start = np.zeros(2)
-    while i < len(tokens):
-        token = tokens[i]
+    for token in tokens:
         if token.isalpha():
             command = token
-            i += 1
             if command in "zZ":
                 current = start.copy()
             continue
         if command is None:
             raise FigureUnreadable(f"a path does not start with a command: {d[:40]!r}")
         if command in "MmLl":
-            point = np.array([float(tokens[i]), float(tokens[i + 1])])
-            i += 2
+            second = next(tokens, None)
+            if second is None or second.isalpha():
+                raise FigureUnreadable(f"a point of a path has one coordinate: {d[:40]!r}")
+            point = np.array([float(token), float(second)])
             current = current + point if command.islower() else point
             if command in "Mm":
                 start = current.copy()
                 command = "l" if command == "m" else "L"      # further pairs after a move are lines
         elif command in "HhVv":
-            value = float(tokens[i])
-            i += 1
             axis = 0 if command in "Hh" else 1
             current = current.copy()
-            current[axis] = current[axis] + value if command.islower() else value
+            current[axis] = current[axis] + float(token) if command.islower() else float(token)
         else:
             raise FigureUnreadable(f"a path uses the command {command!r}; only straight segments are read")
+        budget.take()
         vertices.append(current.copy())
     return np.array(vertices, dtype=float).reshape(-1, 2)
 
@@ -375,9 +404,14 @@ def distance_to_polyline(points: np.ndarray, polyline: np.ndarray) -> np.ndarray
     a, b = polyline[:-1], polyline[1:]
     ab = b - a
     length2 = np.maximum((ab ** 2).sum(axis=1), 1e-18)
-    t = np.clip(((points[:, None, :] - a[None]) * ab[None]).sum(axis=2) / length2[None], 0.0, 1.0)
-    nearest = a[None] + t[..., None] * ab[None]
-    return np.linalg.norm(points[:, None, :] - nearest, axis=2).min(axis=1)
+    step = max(1, DISTANCE_CHUNK // len(a))
+    nearest = np.empty(len(points))
+    for first in range(0, len(points), step):
+        chunk = points[first:first + step]
+        t = np.clip(((chunk[:, None, :] - a[None]) * ab[None]).sum(axis=2) / length2[None], 0.0, 1.0)
+        nearest[first:first + step] = np.linalg.norm(chunk[:, None, :] - (a[None] + t[..., None] * ab[None]),
+                                                     axis=2).min(axis=1)
+    return nearest
 
 
 def line_follows(line: np.ndarray, curve: np.ndarray, tolerance_px: float) -> bool:

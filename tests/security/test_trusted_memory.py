@@ -4,18 +4,22 @@ and 03 that, once their real work is done, rewrite the scenario's model config t
 (which a replay computed afterwards would build: 5.7 GB), write a 13000 x 13000 PNG (which
 matplotlib would decode to 2.7 GB) and save an adapter config of rank 130,000 (from which peft
 would build 4.8 GB of layers) must leave the grading process near its usual size."""
+import sys
+
 import pytest
 
 from grader.course import COURSE
 from grader.schema.report import read_report
-from grader.worker.loading import sibling_module
+from grader.worker.loading import load_module, sibling_module
 
 attacks = sibling_module(__file__, "attacks")
+containers = load_module(COURSE.root / "benchmarks" / "containers.py")
 harness = sibling_module(__file__, "harness")
 
 pytestmark = [pytest.mark.skipif(harness.sandbox_skip_reason() is not None, reason=str(harness.sandbox_skip_reason())),
               pytest.mark.timeout(1800)]
 
+BOX_MB = 3072                    # the box the flooding figure was found in
 POOL_PEAK_LIMIT_MB = 1500        # grading the references of 02 and 03 peaks near 650 MB; the bombs reached 5.7 GB
 
 TRAIN_LOOP_BOMBS = '''
@@ -56,15 +60,33 @@ def sft_with_peft_trl(model_dir, train_path, out_dir, **kwargs):
 '''
 
 
+# The seed band's figure, once honestly drawn, given a line of 1.2 million points (3.6 MB): a reader
+# that holds every point, and measures each against the curves, builds gigabytes in the grader.
+FIGURE_FLOOD = '''
+
+from pathlib import Path as _Path
+_honest_seed_band = plot_seed_band
+
+
+def plot_seed_band(log_paths, out_dir):
+    path = _honest_seed_band(log_paths, out_dir)
+    svg = _Path(path).read_text()
+    flood = "M 0 0 " + "".join("L %d %d " % (i % 997, i % 991) for i in range(1_200_000))
+    _Path(path).write_text(svg.replace('<g id="axes_1">', '<g id="axes_1"><g id="line2d_999"><path d="%s"/></g>' % flood, 1))
+    print("BOMB drew a line of 1.2 million points", flush=True)
+    return path
+'''
+
 BOMBS = {  # task: (the bombs appended to its reference, what each prints when it goes off, what the feedback says)
     "02": (TRAIN_LOOP_BOMBS, ("rewrote the scenario's model config", "wrote a 13000 x 13000 PNG"),
            ("the PNG is 13000 x 13000 pixels",)),
     "03": (LORA_SFT_BOMBS, ("claimed rank 130,000",), ("adapter_config.json",)),
+    "06": (FIGURE_FLOOD, ("drew a line of 1.2 million points",), ("more than 200,000 points",)),
 }
 
 
-# The default tier sets off exercise 03's bomb; the full tier both (02's grading is the longer).
-@pytest.mark.parametrize("task", [pytest.param("02", marks=pytest.mark.full), "03"])
+# The default tier sets off exercise 03's bomb; the full tier every one (02's grading is the longer).
+@pytest.mark.parametrize("task", [pytest.param("02", marks=pytest.mark.full), "03", pytest.param("06", marks=pytest.mark.full)])
 def test_learner_files_cannot_swell_the_grading_process(tmp_path, task):
     bombs, went_off, said = BOMBS[task]
     name = COURSE.task_named(task).name
@@ -82,3 +104,26 @@ def test_learner_files_cannot_swell_the_grading_process(tmp_path, task):
     assert pools and max(pools.values()) < POOL_PEAK_LIMIT_MB, pools
     feedback = " ".join(t.feedback for t in read_report(tmp_path / "out" / "learner" / "score_report.json").tests())
     assert all(words in feedback for words in said), feedback[-3000:]
+
+
+HONEST_SCORE_06 = 57.5        # exercise 06's reference, graded alone
+
+
+@pytest.mark.full
+@pytest.mark.skipif(containers.unavailable() is not None, reason=str(containers.unavailable()))
+def test_a_flooding_figure_costs_its_own_tests_not_a_neighbours(tmp_path):
+    """The flooding figure and an honest submission, one batch, --jobs 2, in a 3 GiB box: the
+    honest one keeps every point, and the flood loses the tests that read its figure, saying why."""
+    task = COURSE.task_named("06")
+    reference = task.reference_module.read_text(encoding="utf-8")
+    attacks.course_layout(tmp_path / "flood", {"06": reference + FIGURE_FLOOD})
+    attacks.course_layout(tmp_path / "honest", {"06": reference})
+    out = tmp_path / "out"
+    run = containers.run_in_box([sys.executable, "-m", "grader.cli", "grade", str(tmp_path / "flood"),
+                                 str(tmp_path / "honest"), "--tasks", "06", "--jobs", "2", "--out-dir", str(out)],
+                                BOX_MB, 2)
+    honest, flood = (read_report(out / name / "score_report.json") for name in ("honest", "flood"))
+    assert honest.total.points == HONEST_SCORE_06 and honest.complete, (honest.total, honest.problems, run.output[-2000:])
+    assert "BOMB drew a line" in (out / "flood" / "logs" / f"{task.name}.log").read_text(errors="replace")
+    lost = [t for t in flood.tests() if t.lost]
+    assert lost and all("more than 200,000 points" in t.feedback for t in lost), [(t.id, t.feedback[:200]) for t in lost]
