@@ -2,6 +2,7 @@
 a table harvested from earlier feedback, committed to the submission's `.git`. So the jail holds
 the submission's commit alone (a `.git` whose HEAD is the commit, for the learner's `git rev-parse
 HEAD`), never its history, and the seed covers that commit: every commit draws new inputs."""
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -60,20 +61,25 @@ def grade(folder: Path, work: Path, level: str, isolation: str):
     return read_report(reports[0])
 
 
-@pytest.mark.parametrize("level", harness.LEVELS)
-def test_a_table_in_the_history_is_not_in_the_jail(level):
+def graded_at(level: str, source: str, message: str):
+    """`source` committed in a fork clone and graded officially at `level`: the report, and HEAD."""
     if harness.level_skip_reason(level):
         pytest.skip(harness.level_skip_reason(level))
     work = harness.work_folder("git-table")
     try:
-        fork = work / "fork"
-        head = committed(fork, hostile.STUB + TABLE_READER, "answers from the table")
-        report = grade(fork, work, level, "required")
-        assert report.isolation.get("level") == level, report.isolation
-        assert report.submission["commit"] == head
-        assert report.total.points == 0, f"the module read its history's table at the {level} level: {report.total}"
+        head = committed(work / "fork", source, message)
+        report = grade(work / "fork", work, level, "required")
     finally:
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    assert report.isolation.get("level") == level, report.isolation
+    assert report.submission["commit"] == head
+    return report
+
+
+@pytest.mark.parametrize("level", harness.LEVELS)
+def test_a_table_in_the_history_is_not_in_the_jail(level):
+    report = graded_at(level, hostile.STUB + TABLE_READER, "answers from the table")
+    assert report.total.points == 0, f"the module read its history's table at the {level} level: {report.total}"
 
 
 def test_the_table_reader_scores_where_it_can_read_its_history(tmp_path):
@@ -98,16 +104,6 @@ if not _re.fullmatch("[0-9a-f]{40}", _head.stdout.strip()):
 
 @pytest.mark.parametrize("level", harness.LEVELS)
 def test_the_learners_git_finds_its_commit_in_the_jail(level):
-    if harness.level_skip_reason(level):
-        pytest.skip(harness.level_skip_reason(level))
-    work = harness.work_folder("git-head")
-    try:
-        fork = work / "fork"
-        head = committed(fork, COMMIT_RECORDER + hostile.REFERENCE, "records its commit")
-        report = grade(fork, work, level, "required")
-        assert report.isolation.get("level") == level, report.isolation
-        assert report.submission["commit"] == head
-        lost = [(t.id, t.feedback[:300]) for t in report.tests() if t.lost]
-        assert not lost and report.total.points == report.total.max_points, lost
-    finally:
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+    report = graded_at(level, COMMIT_RECORDER + hostile.REFERENCE, "records its commit")
+    lost = [(t.id, t.feedback[:300]) for t in report.tests() if t.lost]
+    assert not lost and report.total.points == report.total.max_points, lost

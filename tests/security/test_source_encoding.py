@@ -26,12 +26,18 @@ def latin1_reference(folder: Path) -> Path:
     assert "not 0 / 0\n" in body.split("\ndef ", 1)[0], "softmax's return line changed: mark another"
     body = body.replace("not 0 / 0\n", "not 0 / 0  # é\n", 1)
     source = CODING + head + "def softmax(" + signature + "\n" + ACCENTED + body
-    module = folder / hostile.TASK / "attention.py"
-    module.parent.mkdir(parents=True)
-    module.write_bytes(source.encode("latin-1"))
+    return written_not_utf8(folder, source.encode("latin-1"))
+
+
+def written_not_utf8(folder: Path, source: bytes) -> Path:
+    """`source` as exercise 01's module under `folder`: it must not be valid UTF-8, or the test shows nothing."""
+    compile(source, "attention.py", "exec")        # Python takes it
     try:
-        module.read_bytes().decode("utf-8")
+        source.decode("utf-8")
     except UnicodeDecodeError:
+        module = folder / hostile.TASK / "attention.py"
+        module.parent.mkdir(parents=True)
+        module.write_bytes(source)
         return module
     raise AssertionError("the module must not be valid UTF-8, or this test shows nothing")
 
@@ -63,16 +69,7 @@ def invalid_utf8_reference(folder: Path) -> Path:
     coding line: Python's tokenizer never decodes a comment, so the module imports."""
     reference = hostile.REFERENCE.encode("utf-8")
     assert reference.count(b"not 0 / 0\n") == 1, "softmax's return line changed: mark another"
-    source = INVALID_UTF8.lstrip() + reference.replace(b"not 0 / 0\n", b"not 0 / 0" + INVALID_UTF8)
-    module = folder / hostile.TASK / "attention.py"
-    module.parent.mkdir(parents=True)
-    module.write_bytes(source)
-    compile(source, str(module), "exec")        # Python takes it
-    try:
-        source.decode("utf-8")
-    except UnicodeDecodeError:
-        return module
-    raise AssertionError("the module must not be valid UTF-8, or this test shows nothing")
+    return written_not_utf8(folder, INVALID_UTF8.lstrip() + reference.replace(b"not 0 / 0\n", b"not 0 / 0" + INVALID_UTF8))
 
 
 def test_bytes_that_do_not_decode_in_a_comment_are_read_as_python_reads_them(tmp_path):
