@@ -471,11 +471,15 @@ def _refused(prefix=""):
     return lambda graded: refused_everything(graded, prefix)
 
 
-def _saw_a_neighbour(graded: Graded) -> None:
-    """At the uid level every command line is visible: the attack met at least one neighbour's
-    zygote, so its refusals mean something (in the sandbox it sees none)."""
+def _read_no_neighbour(graded: Graded) -> None:
+    """Every read of a neighbour's module was refused. At the uid level every command line is
+    visible, and the attack met at least one neighbour's zygote, so the refusals mean something;
+    in the sandbox it sees none."""
     seen = [int(value) for what, value in graded.observed if what == "neighbour modules seen"]
     assert seen, f"{graded.name}: the attack never ran"
+    read = [f"{what}: {value}" for what, value in graded.observed
+            if what.startswith("read a neighbour's module") and not value.startswith("refused")]
+    assert not read, f"{graded.name} read a neighbour's module:\n" + "\n".join(read)
     if graded.report.isolation.get("level") == "uid":
         assert seen[0] > 0, f"{graded.name}: no neighbour's zygote was running while it looked"
 
@@ -632,7 +636,7 @@ ATTACKS = [
     Attack("read_neighbour", "a stub that reads the modules other zygotes name on their command lines, and "
            "becomes the first working one", module=lambda context: h.at_import(h.NEIGHBOUR_READER)(context) + "\n" +
            h.NEIGHBOUR_BORROWER,
-           check=all_of(as_stub, _refused("read a neighbour's module"), _saw_a_neighbour)),
+           check=all_of(as_stub, _read_no_neighbour)),
     Attack("scratch_fill", "fills the scratch folder shared with the tests (the host's disk)",
            module=on_every_call(h.SCRATCH_FILL),
            check=all_of(scores_nothing, _some_say("in the folders it may write; the limit is", "crashed"))),
