@@ -8,6 +8,8 @@ bug without it."""
 import ast
 from pathlib import Path
 
+import pytest
+
 from grader.course import COURSE
 from grader.running import runner
 
@@ -96,6 +98,7 @@ def graded_order_tests(folder: Path, rewrite: bool) -> float:
     return report.total.points
 
 
+@pytest.mark.full       # the scan above holds the suites to the rule in the default tier
 def test_rewriting_the_input_earns_what_the_bug_earns(tmp_path):
     bug = graded_order_tests(tmp_path / "bug", rewrite=False)
     rewritten = graded_order_tests(tmp_path / "rewritten", rewrite=True)

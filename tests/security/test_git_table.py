@@ -76,12 +76,15 @@ def graded_at(level: str, source: str, message: str):
     return report
 
 
-@pytest.mark.parametrize("level", harness.LEVELS)
+# The default tier grades at the sandbox level; the full tier at every level, the control and the commit.
+@pytest.mark.parametrize("level", [pytest.param(level, marks=[] if level == "sandbox" else [pytest.mark.full])
+                                   for level in harness.LEVELS], ids=list(harness.LEVELS))
 def test_a_table_in_the_history_is_not_in_the_jail(level):
     report = graded_at(level, hostile.STUB + TABLE_READER, "answers from the table")
     assert report.total.points == 0, f"the module read its history's table at the {level} level: {report.total}"
 
 
+@pytest.mark.full
 def test_the_table_reader_scores_where_it_can_read_its_history(tmp_path):
     """The control: ungraded by any jail, the same module finds its table and earns the reference's
     points, but for the structural tests (its source holds the reference as a string)."""
@@ -102,6 +105,7 @@ if not _re.fullmatch("[0-9a-f]{40}", _head.stdout.strip()):
 '''
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("level", harness.LEVELS)
 def test_the_learners_git_finds_its_commit_in_the_jail(level):
     report = graded_at(level, COMMIT_RECORDER + hostile.REFERENCE, "records its commit")

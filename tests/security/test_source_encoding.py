@@ -83,6 +83,7 @@ def test_bytes_that_do_not_decode_in_a_comment_are_read_as_python_reads_them(tmp
         learner_source(string)
 
 
+@pytest.mark.full       # the reader's decoding is tested above in the default tier
 def test_a_reference_with_undecodable_comments_gets_full_marks(tmp_path):
     invalid_utf8_reference(tmp_path / "learner")
     report = runner.run(runner.GradingRun(tmp_path / "learner", [COURSE.task_named("01")]))
