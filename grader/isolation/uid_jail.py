@@ -11,7 +11,7 @@ workers, and file permissions do the rest:
 
 - what it may read: the Python environment, `datasets/`, the task's probe files and the worker's
   side of the grader (all world-readable), and its private folder: a copy of the learner's module
-  (and the submission's `.git`) in a folder it cannot write, which its group alone may enter, so
+  (and a `.git` holding its commit alone) in a folder it cannot write, which its group alone may enter, so
   that another submission's worker, which sees its zygote's command line, cannot open it; and a
   home and temporary folder of its own;
 - what it may write: those two folders, and the pytest folders of its own grading, whose entries
@@ -242,7 +242,7 @@ def owned_in_world_writable(uid: int) -> list[str]:
                         continue
                     if info.st_uid == uid:
                         owned.append(entry.path)
-                    elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                    elif _world_writable_folder(info):
                         folders.append(entry.path)
         except OSError as exc:
             log.debug("%s not searched for files of uid %d: %s", folder, uid, exc)
@@ -256,11 +256,15 @@ def world_writable_folders() -> list[str]:
     for root in SHARED_ROOTS:
         try:
             with os.scandir(root) as entries:
-                found += [entry.path for entry in entries if (info := _lstat(entry)) is not None
-                          and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH]
+                found += [entry.path for entry in entries
+                          if (info := _lstat(entry)) is not None and _world_writable_folder(info)]
         except OSError as exc:
             log.debug("%s not searched for shared folders: %s", root, exc)
     return found
+
+
+def _world_writable_folder(info: os.stat_result) -> bool:
+    return stat.S_ISDIR(info.st_mode) and bool(info.st_mode & stat.S_IWOTH)
 
 
 def _lstat(entry: os.DirEntry) -> os.stat_result | None:

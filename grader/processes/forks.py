@@ -33,7 +33,7 @@ class Ending:
 
     @property
     def exited(self) -> bool:
-        return self.code is not None and not self.overdue
+        return self.code is not None
 
     def __str__(self) -> str:
         if self.overdue:

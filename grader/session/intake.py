@@ -84,8 +84,10 @@ def git_head(folder: Path, stop_at: Path | None = None, follow_files: bool = Tru
     whatever its configuration asks for (hooks, filters, fsmonitor). None outside git or when
     HEAD cannot be resolved. `follow_files`: see `find_git_dir`."""
     git_dir = find_git_dir(folder, stop_at, follow_files)
-    if git_dir is None:
-        return None
+    return None if git_dir is None else _head_of(git_dir)
+
+
+def _head_of(git_dir: Path) -> str | None:
     try:
         head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
         if not head.startswith("ref: "):
@@ -102,7 +104,7 @@ def jailed_commit(module: Path, submission_root: Path, course_root: Path) -> str
     git_dir = find_git_dir(module.parent, stop_at=submission_root, follow_files=False)
     if git_dir is None or git_dir.parent.resolve() == course_root.resolve():
         return None
-    return git_head(git_dir.parent, follow_files=False)
+    return _head_of(git_dir)
 
 
 def head_only_repository(folder: Path, commit: str) -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Protocol
 
-from grader.course import COURSE
 from grader.isolation.worker_host import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
 from grader.schema.report import OUT_OF_MEMORY, Status
 from grader.session.intake import git_head, jailed_commit, read_module
@@ -208,7 +207,7 @@ class WorkerBackend:
         """The commit learner code finds beside its module, as the worker sees it."""
         if self.context.spec.level == "none":
             return git_head(self.module_path.parent)
-        return jailed_commit(self.module_path, self.context.submission_root, COURSE.root)
+        return jailed_commit(self.module_path, self.context.submission_root, self.context.spec.course.root)
 
     def start(self, deadline: float) -> None:
         """Have a worker ready. An import gets STARTUP_LIMIT_S of its own, across tests if a test's

@@ -82,11 +82,11 @@ def in_fork(oracle):
         def answer() -> int:                       # in the child: answer, then vanish without cleanup
             os.close(read_end)
             try:
-                answer = ("value", oracle(*args, **kwargs))
+                reply = ("value", oracle(*args, **kwargs))
             except BaseException as exc:           # noqa: BLE001 (every failure is the parent's to report)
-                answer = ("error", f"{type(exc).__name__}: {exc}")
+                reply = ("error", f"{type(exc).__name__}: {exc}")
             with os.fdopen(write_end, "wb") as out:
-                pickle.dump(answer, out)
+                pickle.dump(reply, out)
             return 0
         child = Fork.start(answer)
         os.close(write_end)

@@ -62,8 +62,9 @@ class _VertexBudget:
     grading's own process, and a path of a million vertices would cost that process gigabytes."""
     left: int
 
-    def take(self, count: int = 1) -> None:
-        self.left -= count
+    def take(self) -> None:
+        """One more point read."""
+        self.left -= 1
         if self.left < 0:
             raise FigureTooLarge(f"the figure draws more than {FIGURE_VERTEX_LIMIT:,} points in all; a plot of the "
                                  "data asked for draws a few thousand (plot each point once)")

@@ -653,14 +653,15 @@ def bystanders(folder: Path) -> dict[str, Path]:
         ("reference_last", REFERENCE), ("stub_last", STUB))}
 
 
-def git_clone(folder: Path) -> tuple[Path, str]:
-    """An honest fork clone: the reference in `exercises/NN/`, inside a git repository of its own."""
+def git_clone(folder: Path, source: str = REFERENCE, message: str = "my attention") -> tuple[Path, str]:
+    """A fork clone: `source` (the reference: an honest one) in `exercises/NN/`, committed in a git
+    repository of its own; called again on the same folder, the next commit."""
     module = folder / "exercises" / TASK / "attention.py"
-    module.parent.mkdir(parents=True)
-    module.write_text(REFERENCE, encoding="utf-8")
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text(source, encoding="utf-8")
     git = ["git", "-C", str(folder), "-c", "user.name=learner", "-c", "user.email=learner@example.invalid"]
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
     subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "my attention"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     return folder, head

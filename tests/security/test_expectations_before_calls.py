@@ -12,6 +12,9 @@ import pytest
 
 from grader.course import COURSE
 from grader.running import runner
+from grader.worker.loading import sibling_module
+
+attacks = sibling_module(__file__, "attacks")
 
 FILE_READERS = {"file_order", "read_text", "read_bytes", "open", "load", "read_csv", "read_json", "read_parquet",
                 "load_file"}
@@ -88,11 +91,9 @@ REWRITE = '''    import json
 
 def graded_order_tests(folder: Path, rewrite: bool) -> float:
     task = COURSE.task_named("06")
-    module = folder / task.name / f"{task.module}.py"
-    module.parent.mkdir(parents=True)
     bug = SORTED_BY_ID.format(rewrite_doc=", and the input rewritten in that order" if rewrite else "",
                               rewrite=REWRITE if rewrite else "")
-    module.write_text(task.reference_module.read_text(encoding="utf-8") + bug, encoding="utf-8")
+    attacks.course_layout(folder, {"06": task.reference_module.read_text(encoding="utf-8") + bug})
     report = runner.run(runner.GradingRun(folder, [task], extra_args=["-k", " or ".join(ORDER_TESTS)]))
     assert {t.id.split("::")[-1] for t in report.tests()} == set(ORDER_TESTS), [t.id for t in report.tests()]
     return report.total.points

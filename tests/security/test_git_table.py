@@ -3,7 +3,6 @@ a table harvested from earlier feedback, committed to the submission's `.git`. S
 the submission's commit alone (a `.git` whose HEAD is the commit, for the learner's `git rev-parse
 HEAD`), never its history, and the seed covers that commit: every commit draws new inputs."""
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,16 +29,9 @@ if any((folder / ".git" / {TABLE!r}).exists() for folder in _pathlib.Path(__file
 def committed(folder: Path, source: str, message: str) -> str:
     """`source` as exercise 01's module in a fork clone at `folder`, committed; the table planted
     in its `.git`; HEAD."""
-    module = folder / "exercises" / attacks.TASK / "attention.py"
-    module.parent.mkdir(parents=True, exist_ok=True)
-    module.write_text(source, encoding="utf-8")
-    git = ["git", "-C", str(folder), "-c", "user.name=learner", "-c", "user.email=learner@example.invalid"]
-    if not (folder / ".git").exists():
-        subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    _, head = attacks.git_clone(folder, source, message)
     (folder / ".git" / TABLE).write_text('{"attention": "recorded"}', encoding="utf-8")
-    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return head
 
 
 def test_every_commit_draws_new_inputs_for_the_same_module(tmp_path):
