@@ -246,7 +246,10 @@ class WorkerBackend:
                                   f"limit ({self._import_spent_s:.0f} s of its {STARTUP_LIMIT_S:g} s so far)") from None
             self._importing = None
             failure = self._why_start_failed(worker, exc)
+            host_ended = self.host.started_up() and not self.host.alive()
             worker.kill()
+            if host_ended:      # learner code ended its host: the next test starts another (`launch` counts them)
+                raise failure from None
             self._startup_failure = failure
             raise self._startup_failure_again() from None
         self._importing = None

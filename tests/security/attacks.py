@@ -520,6 +520,9 @@ ATTACKS = [
            check=all_of(scores_nothing, _some_say("exit code 7", "crashed"))),
     Attack("kill_everything", "kill(-1, SIGKILL): every process it may signal", module=at_import(h.KILL_EVERYTHING),
            check=all_of(scores_nothing, _host_started_again_at_most_once)),   # the zygote dies, the worker lives on
+    Attack("kill_everything_then_linger", "kill(-1, SIGKILL) while being imported, then a pause: the worker dies with "
+           "its zygote before its import ends", module=at_import(h.KILL_EVERYTHING + "__import__('time').sleep(5)\n"),
+           check=all_of(scores_nothing, _host_started_again_at_most_once)),
     Attack("signal_ancestors", "SIGSTOP, SIGTERM, SIGKILL to every ancestor, every pid in /proc and pids 1..70000",
            module=after_import(h.SIGNAL_ANCESTORS), check=all_of(scores_nothing, _signals_only_inside)),
     Attack("sigstop_self", "stops itself while being imported: a frozen worker", module=at_import(h.SIGSTOP_SELF),
