@@ -114,6 +114,14 @@ def test_a_test_reaches_what_it_calls_and_what_that_names(recorded):
     assert "area" not in set().union(*reached.values())
 
 
+def test_the_recorder_compares_a_variant_with_the_module_it_recorded(recorded):
+    recorder, _, _ = recorded
+    assert recorder.changed_in(MODULE.replace("return 1\n", "return 2\n", 1)) == {"helper"}
+    assert recorder.changed_in(MODULE) == frozenset()
+    assert recorder.changed_in(MODULE.replace("SCALE = 3", "SCALE = 4")) is EVERYTHING
+    assert recorder.changed_in("def broken(:\n") is EVERYTHING
+
+
 def test_a_test_that_starts_a_process_or_reads_the_source_reaches_everything(recorded):
     recorder, module, path = recorded
     with recorder.test("spawns"):

@@ -1,4 +1,5 @@
-"""Cgroups for the workers, made below the grader's own cgroup, and the memory the grader may use.
+"""Cgroups for the workers and for each grading's own process, made below the grader's own
+cgroup, and the memory the grader may use.
 
 A worker's cgroup is a child of the cgroup the grader itself runs in (`/proc/self/cgroup`, found
 on the mounts of `/proc/self/mountinfo`), never a child of the hierarchy's root: the limits set
@@ -8,6 +9,12 @@ cpu) has its own hierarchy and the grader its own place in each. On cgroup v2 a 
 use the memory and pids controllers where the grader's cgroup may enable them for its children
 (the subtree is delegated to it); elsewhere no cgroup is made and the worker falls back to
 rlimits (`grader.isolation.sandbox.Limits.rlimits`).
+
+A grading's own process (its tests, and what they read of the files learner code wrote) moves
+into a memory cgroup of its own beside its workers' (`Cgroup.enter`), so that a test that swells
+ends its own task, never a neighbour's. The grader's own cgroup is the one it was in when it first
+asked (`_home`): a process that moved on still makes its workers' cgroups, and measures its box,
+from there.
 
 The grader's memory budget (`memory_budget`) is the smallest memory limit on the way from its own
 cgroup up to the root (v1 `memory.limit_in_bytes`, v2 `memory.max`), and never more than the
@@ -97,6 +104,13 @@ def own_dir(controller: str) -> tuple[str, Path] | None:
     return None
 
 
+@functools.cache
+def _home(controller: str) -> tuple[str, Path] | None:
+    """`own_dir(controller)` as this process (or the parent it was forked from) first asked,
+    before it moved into a cgroup made below it."""
+    return own_dir(controller)
+
+
 @dataclass(frozen=True)
 class Budget:
     """The memory of the box this process runs in."""
@@ -110,7 +124,7 @@ def memory_budget() -> Budget | None:
     less. None where neither can be read."""
     machine = _machine_memory()
     best = Budget(*machine) if machine else None
-    place = own_dir("memory")
+    place = _home("memory")
     if place is not None:
         version, folder = place
         mount_point = next((m.point for m in _mounts() if folder.is_relative_to(m.point)), folder)
@@ -147,34 +161,37 @@ def _machine_memory() -> tuple[int, int] | None:
 
 
 class Cgroup:
-    """A cgroup per worker host below the grader's own: memory and process count, and CPU where
-    the cpu controller is there too. No paths where none can be made (`kind` is then None)."""
+    """A cgroup below the grader's own: memory, and the process count where `processes` is given
+    (a worker host's; a grading's own process has none), and CPU where `cpus` is given and the cpu
+    controller is there too. No paths where none can be made (`kind` is then None)."""
 
-    def __init__(self, name: str, memory_bytes: int, processes: int, cpus: float):
+    def __init__(self, name: str, memory_bytes: int, processes: int | None = None, cpus: float | None = None):
         self.paths: list[Path] = []
         self.cpu_limited = False
         self.kind: str | None = None
-        quota = max(1000, int(cpus * CPU_PERIOD_US))
-        memory, pids = _parent("memory"), _parent("pids")
-        if memory is None or pids is None or memory[0] != pids[0]:
+        self.memory_bytes = memory_bytes
+        memory, pids = _parent("memory"), _parent("pids") if processes is not None else None
+        if memory is None or (processes is not None and (pids is None or memory[0] != pids[0])):
             return
         self.kind = memory[0]
+        quota = f"{max(1000, int(cpus * CPU_PERIOD_US))}" if cpus is not None else None
         if self.kind == "v2":
             path = memory[1] / name
-            if _try_mkdir(path) and _write(path / "memory.max", memory_bytes) and _write(path / "pids.max", processes):
+            if _try_mkdir(path) and _write(path / "memory.max", memory_bytes) \
+                    and (processes is None or _write(path / "pids.max", processes)):
                 _write(path / "memory.swap.max", 0)
-                _write(path / "memory.oom.group", 1)        # one worker over the limit ends its whole jail
-                self.cpu_limited = _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+                _write(path / "memory.oom.group", 1)        # one process over the limit ends the whole cgroup
+                self.cpu_limited = quota is not None and _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
                 self.paths = [path]
             else:
                 _try_rmdir(path)
         else:
-            paths = [memory[1] / name, pids[1] / name]
+            paths = [memory[1] / name] + ([pids[1] / name] if pids is not None else [])
             if all(_try_mkdir(p) for p in paths) and _write(paths[0] / "memory.limit_in_bytes", memory_bytes) \
-                    and _write(paths[1] / "pids.max", processes):
+                    and (processes is None or _write(paths[1] / "pids.max", processes)):
                 _write(paths[0] / "memory.memsw.limit_in_bytes", memory_bytes)   # no swap beyond it, where swap is counted
                 self.paths = paths
-                cpu = _parent("cpu")
+                cpu = _parent("cpu") if quota is not None else None
                 cpu_path = cpu[1] / name if cpu is not None and cpu[0] == "v1" else None
                 if cpu_path is not None and _try_mkdir(cpu_path) and _write(cpu_path / "cpu.cfs_period_us", CPU_PERIOD_US) \
                         and _write(cpu_path / "cpu.cfs_quota_us", quota):
@@ -187,6 +204,13 @@ class Cgroup:
                     _try_rmdir(path)
         if not self.paths:
             self.kind = None
+
+    def enter(self) -> None:
+        """Move this process into the cgroup: what it allocates from now on counts against it."""
+        for controller in ("memory", "pids", "cpu"):
+            _home(controller)           # where it came from, for the cgroups it makes next
+        for path in self.paths:
+            _write(path / "cgroup.procs", os.getpid())
 
     def wrap(self, argv: list[str], oom_score_adj: int | None = None) -> list[str]:
         """`argv`, started from inside this cgroup: a shell puts itself into it (and, given
@@ -239,7 +263,7 @@ def _parent(controller: str) -> tuple[str, Path] | None:
     `PARENT_NAME` below its own cgroup, made on first use (stale children of killed graders are
     swept then); None where it cannot be made, or on v2 where the controller cannot be enabled
     for children there."""
-    place = own_dir(controller)
+    place = _home(controller)
     if place is None:
         return None
     version, own = place

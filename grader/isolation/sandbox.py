@@ -83,6 +83,8 @@ WORKER_MEMORY_MB = 3072       # the most one task's workers get, where the box h
 TRUSTED_GROWTH_MB = 64        # room kept for the trusted side's growth once a task's workers are at their limit;
                               # past it the box's limit is met first and the kernel ends a worker (not the grading)
 MIN_WORKER_MEMORY_MB = 256    # below this not even the zygote's imports fit: better to try and fail a test
+GRADING_PROCESS_MEMORY_MB = 2048    # the most one task's grading process (its tests, their oracles, what they read
+                                    # of the learner's files) may hold: the references' peak near 650 MB
 LEARNER_OOM_SCORE_ADJ = 1000      # when memory runs out, the kernel ends learner processes first,
 TRUSTED_OOM_SCORE_ADJ = -500      # and the grading's own processes last (root may lower a score)
 CONCURRENT_GRADINGS_ENV = "GRADER_CONCURRENT_GRADINGS"    # set by the pool: gradings sharing this box
@@ -143,6 +145,16 @@ class Limits:
         return cgroups.Cgroup(name, self.memory_mb << 20, self.processes, self.cpus)
 
 
+def grading_process_memory_mb(sharing: int) -> int:
+    """The memory one task's grading process may hold, its share of the box among the `sharing`
+    gradings beside it, at most GRADING_PROCESS_MEMORY_MB: the kernel then ends a grading process
+    that swells before the box runs out, and the neighbours keep theirs."""
+    budget = cgroups.memory_budget()
+    if budget is None:
+        return GRADING_PROCESS_MEMORY_MB
+    return max(MIN_WORKER_MEMORY_MB, min(GRADING_PROCESS_MEMORY_MB, (budget.limit_bytes >> 20) // max(1, sharing)))
+
+
 def trust_this_process() -> None:
     """Mark this process as one the kernel should end last when the box runs out of memory:
     the grading's own processes hold the report, a learner's worker only its test. Lowering a
@@ -197,7 +209,9 @@ def enforcement(limits: Limits, level: str = "sandbox") -> dict[str, str]:
     else:
         processes = f"{limits.processes} (RLIMIT_NPROC of its uid)"
     network = "none (own network namespace)" if level == "sandbox" else "no new sockets (seccomp filter)"
+    grading_process = f"{_grading_process_policy()} (cgroup {kind})" if kind else "the box's limit only (no cgroup here)"
     return {"memory_mb": f"{_memory_policy(limits)} ({f'cgroup {kind}' if kind else 'address-space rlimit'})",
+            "grading_process_mb": grading_process,
             "processes": processes, "cpus": cpus,
             "cpu_seconds": f"{limits.cpu_seconds} per process (rlimit)",
             "file_size_mb": f"{limits.file_size_mb} (rlimit)", "open_files": f"{limits.open_files} (rlimit)",
@@ -212,6 +226,12 @@ def _memory_policy(limits: Limits) -> str:
         return str(asked)
     return f"at most {asked}, fitted at each task's start to the box's {budget.limit_bytes >> 20} MB " \
            f"less what the grading holds then and {TRUSTED_GROWTH_MB} MB for its trusted side"
+
+
+def _grading_process_policy() -> str:
+    budget = cgroups.memory_budget()
+    box = f", and no more than its share of the box's {budget.limit_bytes >> 20} MB" if budget else ""
+    return f"at most {GRADING_PROCESS_MEMORY_MB}{box}"
 
 
 # ---------------------------------------------------------------- the jail

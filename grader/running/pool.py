@@ -17,7 +17,9 @@ rest. The parent's deadline is the watchdog: it needs nothing from the child (no
 reply) to end a grading that runs too long, and SIGKILL ends a child even when it is stopped.
 
 Each pool process (and the workers it starts) runs torch on one thread, unless the caller set
-otherwise (`grader.running.threads`).
+otherwise (`grader.running.threads`). Given a memory ceiling, each session runs in a memory cgroup of
+its own (`grader.isolation.cgroups.Cgroup.enter`): a test that swells on what learner code wrote
+ends its own task's session, and the gradings beside it keep their memory.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 
 from grader.course import COURSE
+from grader.isolation.cgroups import Cgroup
 from grader.isolation.sandbox import CONCURRENT_GRADINGS_ENV, shared_temp_root, trust_this_process, worker_runtime
 from grader.processes.forks import Fork
 from grader.running.threads import ONE_THREAD_ENV
@@ -49,12 +52,14 @@ BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.m
 
 
 class PytestPool:
-    def __init__(self, size: int, concurrent: int | None = None):
+    def __init__(self, size: int, concurrent: int | None = None, session_memory_mb: int | None = None):
         """`size` pool processes; `concurrent`: the gradings that run at once across them, where a
         session forks several (`grader.session.variant_forks`; by default one per pool process), so
-        that each grading knows how many share the box."""
+        that each grading knows how many share the box; `session_memory_mb`: the most each session
+        may hold, where a cgroup can be made (None: no ceiling of its own)."""
         self.size = max(1, size)
         self.concurrent = concurrent
+        self.session_memory_mb = session_memory_mb
 
     def run(self, jobs: list[tuple[list[list[str]], Path]], limit_s: float, on_done=None, stream=None) -> list:
         """Run each job, a list of pytest argument lists (one session each, in order) with its log
@@ -75,7 +80,7 @@ class PytestPool:
                         break
                     index, (sessions, log_path) = queue.pop(0)
                 child = child or _Child(env)
-                codes[index] = child.run(sessions, log_path, limit_s, stream)
+                codes[index] = child.run(sessions, log_path, limit_s, stream, self.session_memory_mb)
                 if codes[index] in (DIED, TIMED_OUT):
                     child.kill()
                     child = None
@@ -105,10 +110,11 @@ class _Child:
         assert self.process.stdin is not None and self.process.stdout is not None      # both are pipes
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
 
-    def run(self, sessions: list[list[str]], log_path: Path, limit_s: float, stream):
+    def run(self, sessions: list[list[str]], log_path: Path, limit_s: float, stream, memory_mb: int | None):
         nonce = secrets.token_hex(16)
+        request = {"sessions": sessions, "log": str(log_path), "nonce": nonce, "memory_mb": memory_mb}
         try:
-            self.stdin.write(json.dumps({"sessions": sessions, "log": str(log_path), "nonce": nonce}) + "\n")
+            self.stdin.write(json.dumps(request) + "\n")
             self.stdin.flush()
         except (BrokenPipeError, OSError):
             return DIED
@@ -184,20 +190,30 @@ def _serve() -> None:
         # it shares with its children stay shared.
         gc.freeze()
         Path(request["log"]).write_text("", encoding="utf-8")
-        codes = [_session(pytest, args, request["log"], replies) for args in request["sessions"]]
+        codes = [_session(pytest, args, request["log"], replies, request["memory_mb"]) for args in request["sessions"]]
         replies.write(json.dumps({"exits": codes, "nonce": request["nonce"]}) + "\n")
         replies.flush()
 
 
-def _session(pytest, args: list[str], log_path: str, replies) -> int | str:
-    """One pytest session in a child of this process: its exit code, or SESSION_DIED and how."""
+def _session(pytest, args: list[str], log_path: str, replies, memory_mb: int | None) -> int | str:
+    """One pytest session in a child of this process, holding at most `memory_mb` where given:
+    its exit code, or SESSION_DIED and how."""
+    cgroup = Cgroup(f"grading-{os.getpid()}-{secrets.token_hex(4)}", memory_mb << 20) if memory_mb else None
+
     def body() -> int:
+        if cgroup is not None:
+            cgroup.enter()
         replies.close()
         with open(log_path, "a", encoding="utf-8") as log, \
                 contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             return int(pytest.main(args))
     ending = Fork.start(body).reap()          # a pool process killed by its watchdog takes its session with it
-    return f"{SESSION_DIED}: {ending}" if ending.code is None else ending.code
+    out_of_memory = cgroup is not None and cgroup.memory_exceeded()
+    if cgroup is not None:
+        cgroup.kill_all()          # what the session left in it (its workers have cgroups of their own)
+    if ending.code is not None:
+        return ending.code
+    return f"{SESSION_DIED}: " + (f"ran out of its own memory (limit {memory_mb} MB)" if out_of_memory else str(ending))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 from grader.course import Task
 from grader.isolation import levels
 from grader.isolation.cgroups import memory_budget
-from grader.isolation.sandbox import Limits, shared_temp_root
+from grader.isolation.sandbox import Limits, grading_process_memory_mb, shared_temp_root
 from grader.processes.slots import SharedSlots
 from grader.running.pool import DIED, SESSION_DIED, TIMED_OUT, PytestPool
 from grader.schema.record import new_run_id
@@ -103,7 +103,9 @@ def run_many(jobs: list[GradingRun], workers: int, on_done=None, stream: bool = 
             reports[index] = combine(jobs[index], out_dirs[index], codes, keep_log=jobs[index].out_dir is not None)
             if on_done:
                 on_done(jobs[index], reports[index])
-        PytestPool(workers).run(pool_jobs, limit_s, stream=_write_through if stream else None, on_done=finished)
+        sharing = max(1, min(workers, len(jobs)))
+        PytestPool(workers, session_memory_mb=grading_process_memory_mb(sharing)).run(
+            pool_jobs, limit_s, stream=_write_through if stream else None, on_done=finished)
         return [reports.get(i) or ScoreReport.failed("the grading pool ended without a result for it",
                                                      {"path": str(job.impl)}) for i, job in enumerate(jobs)]
 

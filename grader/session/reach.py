@@ -48,7 +48,15 @@ def changed_definitions(old_source: str, new_source: str) -> Reached:
     module (added and removed ones included); EVERYTHING when anything else at the top level
     differs, or either does not parse."""
     try:
-        old, new = _Definitions(ast.parse(old_source)), _Definitions(ast.parse(new_source))
+        old = _Definitions(ast.parse(old_source))
+    except SyntaxError:
+        return EVERYTHING
+    return _changed_since(old, new_source)
+
+
+def _changed_since(old: _Definitions, new_source: str) -> Reached:
+    try:
+        new = _Definitions(ast.parse(new_source))
     except SyntaxError:
         return EVERYTHING
     if old.others != new.others:
@@ -98,9 +106,8 @@ class ReachRecorder:
         path = Path(module_path)
         self._paths = {str(path), str(path.absolute()), os.path.realpath(path)}
         self._file_name = path.name
-        self.source = path.read_text(encoding="utf-8")       # what was recorded, to compare variants with
-        tree = ast.parse(self.source)
-        self._definitions = _Definitions(tree)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        self._definitions = _Definitions(tree)       # what was recorded, to compare variants with
         self.reached: dict[str, Reached] = {}
         self._everything = False
         self._recording = False
@@ -109,6 +116,10 @@ class ReachRecorder:
         _load_noting_calls(path, tree, self._note)
         self._seen = set()
         sys.addaudithook(self._audit)       # for the process's life: it does nothing unless recording
+
+    def changed_in(self, new_source: str) -> Reached:
+        """`changed_definitions` from the recorded module to `new_source` (the recorded side parsed once)."""
+        return _changed_since(self._definitions, new_source)
 
     def _note(self, name: str) -> None:
         self._seen.add(name)

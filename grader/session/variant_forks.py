@@ -43,7 +43,7 @@ from grader.processes.slots import POLL_S, SharedSlots
 from grader.schema.record import new_run_id
 from grader.schema.report import ScoreReport, TestResult, write_report
 from grader.session.plugin import concept_first, grading_session
-from grader.session.reach import Reached, ReachRecorder, changed_definitions, needs_running
+from grader.session.reach import ReachRecorder, needs_running
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -108,9 +108,8 @@ def _renew_torch_thread_pool() -> None:
 class _Reference:
     """The warm tree's grading: a child's test that reaches nothing its tree changed takes its
     result from here instead of running."""
-    source: str
     results: dict[str, TestResult]
-    reached: dict[str, Reached]
+    recorder: ReachRecorder
 
     def duration(self, item) -> float:
         """How long `item` took on the reference (an unknown test last)."""
@@ -121,14 +120,14 @@ class _Reference:
         """The results of `items` that need not run on a tree whose module is at `module`: tests
         that passed (or were skipped) on the reference and reached nothing the tree changed."""
         try:
-            changed = changed_definitions(self.source, module.read_text(encoding="utf-8"))
+            changed = self.recorder.changed_in(module.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             return {}
-        taken = {}
+        taken, reached = {}, self.recorder.reached
         for item in items:
             result = self.results.get(item.nodeid)
-            if result is not None and result.status in ("passed", "skipped") and item.nodeid in self.reached \
-                    and not needs_running(self.reached[item.nodeid], changed):
+            if result is not None and result.status in ("passed", "skipped") and item.nodeid in reached \
+                    and not needs_running(reached[item.nodeid], changed):
                 taken[item.nodeid] = result
         return taken
 
@@ -137,8 +136,7 @@ def _grade_warm(session, variant: dict) -> _Reference | None:
     """In the parent: grade the course's reference, recording in process what each test reaches."""
     recorder = _recorder(session, Path(variant["impl"]))
     _grade(session, variant, recorder=recorder)
-    return None if recorder is None else _Reference(recorder.source, dict(grading_session(session.config).results),
-                                                    recorder.reached)
+    return None if recorder is None else _Reference(dict(grading_session(session.config).results), recorder)
 
 
 def _recorder(session, impl: Path) -> ReachRecorder | None:

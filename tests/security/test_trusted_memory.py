@@ -1,5 +1,7 @@
-"""Files the learner's code writes are read by the tests in the grader's own process, which no
-sandbox limit covers: what a test reads of them must be bounded. Working modules of exercises 02
+"""Files the learner's code writes are read by the tests in the grader's own process, which the
+workers' limits do not cover: what a test reads of them must be bounded, and each task's grading
+process has a memory ceiling of its own, so that a test that swells anyway ends its own task's
+session, never a neighbour's. Working modules of exercises 02
 and 03 that, once their real work is done, rewrite the scenario's model config to 130M parameters
 (which a replay computed afterwards would build: 5.7 GB), write a 13000 x 13000 PNG (which
 matplotlib would decode to 2.7 GB) and save an adapter config of rank 130,000 (from which peft
@@ -9,6 +11,8 @@ import sys
 import pytest
 
 from grader.course import COURSE
+from grader.isolation.cgroups import Cgroup
+from grader.running.pool import SESSION_DIED, PytestPool
 from grader.schema.report import read_report
 from grader.worker.loading import load_module, sibling_module
 
@@ -127,3 +131,33 @@ def test_a_flooding_figure_costs_its_own_tests_not_a_neighbours(tmp_path):
     assert "BOMB drew a line" in (out / "flood" / "logs" / f"{task.name}.log").read_text(errors="replace")
     lost = [t for t in flood.tests() if t.lost]
     assert lost and all("more than 200,000 points" in t.feedback for t in lost), [(t.id, t.feedback[:200]) for t in lost]
+
+
+SWELLING_TESTS = """
+def test_swells():
+    held = b"x" * (1 << 30)          # a gigabyte, every page written
+    assert len(held) == 1 << 30
+
+
+def test_stays_small():
+    assert True
+"""
+
+
+def _can_make_a_memory_cgroup() -> bool:
+    probe = Cgroup("probe-grading-process", 1 << 30)
+    made = probe.kind is not None
+    probe.kill_all()
+    return made
+
+
+@pytest.mark.skipif(not _can_make_a_memory_cgroup(), reason="no memory cgroup can be made here")
+def test_a_grading_process_that_swells_ends_alone_at_its_own_ceiling(tmp_path):
+    """A session that holds a gigabyte is ended at its own 300 MB ceiling and says so; the session
+    after it in the same pool process runs; without a ceiling the same session passes."""
+    (tmp_path / "test_swelling.py").write_text(SWELLING_TESTS)
+    session = [str(tmp_path / "test_swelling.py"), "-q", "-p", "no:cacheprovider", "-k"]
+    job = ([[*session, "swells"], [*session, "stays_small"]], tmp_path / "pool.log")
+    (swelled, after), = PytestPool(1, session_memory_mb=300).run([job], limit_s=120)
+    assert swelled == f"{SESSION_DIED}: ran out of its own memory (limit 300 MB)" and after == 0, (swelled, after)
+    assert PytestPool(1).run([job], limit_s=120) == [[0, 0]]       # the control: the gigabyte itself is fine
