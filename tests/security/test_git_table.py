@@ -77,6 +77,24 @@ def test_a_table_in_the_history_is_not_in_the_jail(level):
 
 
 @pytest.mark.full
+def test_five_rounds_of_a_growing_table_gain_nothing():
+    """The replay as a learner would run it: the module's bytes never change, and between rounds
+    the table in its history grows, a commit each. Every round scores the stub's 0 and draws new
+    inputs."""
+    work = harness.work_folder("git-table-rounds")
+    try:
+        rounds = []
+        for round_ in range(1, 6):
+            committed(work / "fork", hostile.STUB + TABLE_READER, f"round {round_}: the table grew")
+            report = grade(work / "fork", work, "sandbox", "required")
+            rounds.append((report.total.points, report.run["seed"]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert [points for points, _ in rounds] == [0] * 5, rounds
+    assert len({seed for _, seed in rounds}) == 5, rounds
+
+
+@pytest.mark.full
 def test_the_table_reader_scores_where_it_can_read_its_history(tmp_path):
     """The control: ungraded by any jail, the same module finds its table and earns the reference's
     points, but for the structural tests (its source holds the reference as a string)."""
