@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from grader.suite.checks import learner_file, learner_path
+from grader.suite.learner_files import learner_file, learner_path
 
 
 def test_a_file_the_learner_wrote_inside_the_folder_is_read(tmp_path):
@@ -39,3 +39,4 @@ def test_anything_else_fails_the_test_saying_why(tmp_path, case, message):
             "not_a_path": {"record": "run.json"}}[case]
     with pytest.raises(AssertionError, match=re.escape(message)):
         learner_file(path, folder, limit=1 << 20)
+

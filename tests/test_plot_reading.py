@@ -134,10 +134,20 @@ def test_a_figure_of_too_many_points_is_refused_before_it_is_held():
     data = data.replace('<g id="axes_1">', f'<g id="axes_1"><g id="line2d_999"><path d="{flood}"/></g>', 1)
     with pytest.raises(FigureUnreadable, match="more than 200,000 points"):
         read_figure(data.encode())
-    marks = "".join(f'<use x="{i % 997}" y="{i % 991}"/>' for i in range(250_000))   # markers count as points
+    marks = "".join(f'<use x="{i % 997}" y="{i % 991}"/>' for i in range(210_000))   # markers count as points
     with pytest.raises(FigureUnreadable, match="more than 200,000 points"):
         read_figure(svg(draw).decode().replace('<g id="axes_1">', f'<g id="axes_1"><g id="line2d_999">{marks}</g>',
                                                 1).encode())
+
+
+def test_a_figure_of_too_many_elements_is_refused_before_they_are_built():
+    def draw(axes):
+        axes.plot(STEPS, LOSS)
+
+    assert read_figure(svg(draw))          # the control: the figure itself reads
+    groups = "<g/>" * 300_000              # draw nothing, cost a tree of elements
+    with pytest.raises(FigureUnreadable, match="more than 250,000 elements"):
+        read_figure(svg(draw).decode().replace('<g id="axes_1">', f'<g id="axes_1">{groups}', 1).encode())
 
 
 def test_distances_measured_in_chunks_are_the_distances():

@@ -24,7 +24,8 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from grader.course import COURSE
 from grader.session.submission import StudentError
-from grader.suite.checks import assert_close, assert_equal, check_array, learner_file, sibling_module
+from grader.suite.checks import assert_close, assert_equal, check_array, sibling_module
+from grader.suite.learner_files import learner_file, learner_json, learner_jsonl
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
@@ -98,11 +99,6 @@ def run_config(tmp_path, name="run", train=None, evaluation=None, **overrides):
     write_jsonl(eval_path, evaluation if evaluation is not None else uneven_documents(202, 11))
     return {**RUN, "model_dir": str(tmp_path / "model"), "train_path": str(train_path), "eval_path": str(eval_path),
             "out_dir": str(tmp_path / name), **overrides}
-
-
-def jsonl_lines(path, within):
-    """The JSON lines of a file your code wrote inside `within`."""
-    return [json.loads(line) for line in learner_file(path, within).decode().splitlines() if line.strip()]
 
 
 def close(a, b, rtol, atol):
@@ -418,7 +414,7 @@ def test_an_interrupted_run_resumes_as_if_nothing_happened(submission, tmp_path)
         f"the resumed run took {len(second['steps'])} optimizer steps; from the checkpoint of step 3 to max_steps=6 "
         "it takes 3 (restore the step, the weights, the optimizer, the data position and the random state)")
     want, got = whole["result"], second["result"]
-    lines = jsonl_lines(tmp_path / "broken" / "log.jsonl", tmp_path)
+    lines = learner_jsonl(tmp_path / "broken" / "log.jsonl", tmp_path)
     assert [e.get("step") for e in lines] == [1, 2, 3, 4, 5, 6], (
         f"after the resume log.jsonl holds steps {[e.get('step') for e in lines]}: one line per step, as an "
         "uninterrupted run writes it (drop the lines written after the checkpoint, keep those before it)")
@@ -463,14 +459,14 @@ def test_log_cadence_and_run_record(submission, tmp_path):
     run.json holds run id, commit, config, data version, seed, environment and metrics"""
     cfg = run_config(tmp_path, max_steps=5, log_every=2, eval_every=2)
     result = submission.train(cfg)
-    lines = jsonl_lines(tmp_path / "run" / "log.jsonl", tmp_path)
+    lines = learner_jsonl(tmp_path / "run" / "log.jsonl", tmp_path)
     assert [e.get("step") for e in lines] == [2, 4], f"log.jsonl holds steps {[e.get('step') for e in lines]}"
     assert lines == result["log"], "log.jsonl and the returned log differ"
     for entry in lines:
         assert {"step", "loss", "lr", "grad_norm", "tokens"} <= set(entry), f"a log line lacks a field: {entry}"
     assert [e.get("step") for e in result["eval"]] == [2, 4], f"eval entries at steps {[e.get('step') for e in result['eval']]}"
     assert (tmp_path / "run" / "checkpoint.pt").is_file(), "train wrote no out_dir/checkpoint.pt"
-    record = json.loads(learner_file(result["record"], tmp_path))
+    record = learner_json(result["record"], tmp_path)
     assert record.get("commit") == submission.git_head, \
         f"run.json's commit is {record.get('commit')!r}; your module's repository is at {submission.git_head!r}"
     digests = {key: hashlib.sha256(open(cfg[key], "rb").read()).hexdigest() for key in ("train_path", "eval_path")}
@@ -485,7 +481,7 @@ def test_log_cadence_and_run_record(submission, tmp_path):
     assert metrics.get("final_eval_loss") == result["final_eval_loss"] and metrics.get("steps") == 5 \
         and (metrics.get("tokens_per_s") or 0) > 0, f"run.json's metrics: {metrics}"
     again = submission.train({**cfg, "log_every": 1, "out_dir": str(tmp_path / "again")})
-    other = json.loads(learner_file(again["record"], tmp_path))
+    other = learner_json(again["record"], tmp_path)
     assert isinstance(record.get("run_id"), str) and other.get("run_id") != record["run_id"], \
         f"two runs of one configuration recorded run ids {record.get('run_id')!r} and {other.get('run_id')!r}"
     assert other["metrics"].get("tokens") == sum(e["tokens"] for e in again["log"]), \
@@ -529,7 +525,7 @@ def test_left_out_keys_mean_the_readme_defaults(submission, tmp_path):
     spelled = submission.train({**README_DEFAULTS, **required, "max_steps": 3, "out_dir": str(tmp_path / "spelled")})
     assert short["log"] == spelled["log"], \
         f"left out: {short['log'][:1]}...; spelled out: {spelled['log'][:1]}...: a left-out key takes its default"
-    recorded = json.loads(learner_file(short["record"], tmp_path)).get("config", {})
+    recorded = learner_json(short["record"], tmp_path).get("config", {})
     wrong = {key: recorded.get(key, "(missing)") for key, value in README_DEFAULTS.items()
              if key != "max_steps" and recorded.get(key, "(missing)") != value}
     assert not wrong, f"run.json's config records {wrong}; the README's defaults are {README_DEFAULTS}"

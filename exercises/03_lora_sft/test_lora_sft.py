@@ -6,7 +6,6 @@ report what your code did. The graded suite holds every piece against peft and t
 inputs and trains a real adapter; a pass here is a start, not a grade.
 """
 import importlib
-import json
 import math
 import tempfile
 from pathlib import Path
@@ -16,7 +15,8 @@ import torch
 
 from grader.course import COURSE
 from grader.session.submission import StudentError
-from grader.suite.checks import assert_close, assert_equal, learner_file, lora_adapter_copy, sibling_module
+from grader.suite.checks import assert_close, assert_equal, sibling_module
+from grader.suite.learner_files import learner_json, lora_adapter_copy
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
@@ -203,7 +203,7 @@ def test_a_short_sft_run_saves_an_adapter(submission, tmp_path):
                                           max_steps=2, learning_rate=1e-3, batch_size=4)
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         assert (tmp_path / "adapter" / name).exists(), f"no {name} in out_dir: save the peft model with save_pretrained"
-    assert json.loads(learner_file(tmp_path / "adapter" / "adapter_config.json", tmp_path))["r"] == 16, \
+    assert learner_json(tmp_path / "adapter" / "adapter_config.json", tmp_path).get("r") == 16, \
         "the adapter's r should be 16"
     assert len(result["train_loss"]) == 2, f"train_loss has {len(result['train_loss'])} entries for 2 steps"
     assert result["trainable_parameters"] == 147_968, \
@@ -418,7 +418,7 @@ def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "train.jsonl", "work"], \
         f"the run wrote outside out_dir: {sorted(p.name for p in tmp_path.iterdir())}"
     assert seen.get("base_weights_kept"), "the base model's weights changed in training: only the adapters train"
-    config = json.loads(learner_file(tmp_path / "out" / "adapter_config.json", tmp_path))
+    config = learner_json(tmp_path / "out" / "adapter_config.json", tmp_path)
     got = {key: config.get(key) for key in ("r", "lora_alpha", "lora_dropout", "task_type")}
     want = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "task_type": "CAUSAL_LM"}
     assert got == want, f"adapter_config.json says {got}; the contract's LoraConfig gives {want}"

@@ -18,7 +18,7 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grader.course import COURSE
-from grader.suite.checks import learner_file
+from grader.suite.learner_files import lora_adapter_copy
 from grader.worker.loading import load_module
 
 torch.set_num_threads(1)        # as graded: one thread per grading process
@@ -46,8 +46,7 @@ def test_forty_steps_teach_the_skill(submission, tmp_path):
     examples = checker.load_examples(COURSE.datasets / "sft" / "eval.jsonl")[:EVAL_CONVERSATIONS]
     tokenizer = AutoTokenizer.from_pretrained(COURSE.datasets / "tiny_llama")
     with tempfile.TemporaryDirectory() as trusted:
-        for name in ("adapter_config.json", "adapter_model.safetensors"):
-            (Path(trusted) / name).write_bytes(learner_file(Path(result["adapter_dir"]) / name, tmp_path, limit=64 << 20))
+        lora_adapter_copy(result["adapter_dir"], tmp_path, HOME_RUN["r"], Path(trusted))
         base = AutoModelForCausalLM.from_pretrained(COURSE.datasets / "tiny_llama", dtype=torch.float32)
         model = PeftModel.from_pretrained(base, trusted).eval()
         answers = []

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from grader.course import COURSE
-from grader.suite.checks import learner_file, sibling_module
+from grader.suite.checks import sibling_module
+from grader.suite.learner_files import learner_file
 from grader.suite.plot_reading import read_figure
 
 # by path: a notebook has no __file__

@@ -6,18 +6,15 @@ or output.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import pickle
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from grader.processes.forks import Fork
-from grader.session.intake import Unreadable, read_inside, resolved_inside
 from grader.worker.loading import sibling_module  # noqa: F401  (the suites' import)
 
 if TYPE_CHECKING:
@@ -165,71 +162,6 @@ def assert_equal(got, expected, *, what: str, tensor: bool = False) -> None:
         index = _index(np.argwhere(mismatch)[0])
         raise AssertionError(f"{what}: {int(mismatch.sum())} of {mismatch.size} entries differ"
                              f"{_at('the first', index)}: got {plain(g[index])}, expected {plain(e[index])}")
-
-
-LEARNER_FILE_BYTES = 16 << 20       # the largest file a test reads back from learner code (logs, records, plots)
-
-
-def learner_path(path, within) -> Path:
-    """A path the learner's code returned or was to write, once it is known to lie inside the
-    folder the test gave that code (`within`), links resolved. Tests run as the grader's user,
-    who may read what learner code may not (the course, another learner's folder): any other path
-    fails the test, saying why."""
-    __tracebackhide__ = True
-    with _refused_as_failure(path, within):
-        return resolved_inside(within, path)
-
-
-def learner_file(path, within, limit: int = LEARNER_FILE_BYTES) -> bytes:
-    """The bytes of a regular file inside `within` (see `learner_path`), at most `limit` of them."""
-    __tracebackhide__ = True
-    with _refused_as_failure(path, within, limit):
-        return read_inside(within, path, limit)
-
-
-ADAPTER_CONFIG_BYTES = 64 << 10    # a LoRA adapter's config is about 1 KB
-ADAPTER_BYTES = 64 << 20           # its weights: rank 16 on the course's tiny Llama is 0.6 MB
-
-
-def lora_adapter_copy(adapter_dir, within, rank: int, into: Path) -> Path:
-    """The LoRA adapter a learner's run saved in `adapter_dir` (inside `within`), checked and
-    copied into the test's own folder `into`, for peft to load in the test's process. peft sizes
-    the layers it builds from adapter_config.json before it compares them with the weights, so
-    the config must describe a plain LoRA adapter of `rank` (a claimed rank of 130,000 would
-    build gigabytes in the grader), and both files are read within their size limits."""
-    __tracebackhide__ = True
-    import json
-    folder = learner_path(adapter_dir, within)
-    config = json.loads(learner_file(folder / "adapter_config.json", within, limit=ADAPTER_CONFIG_BYTES))
-    assert isinstance(config, dict), "adapter_config.json does not hold a JSON object: save with save_pretrained"
-    shape = {"peft_type": config.get("peft_type"), "r": config.get("r"),
-             **{key: config.get(key) or None for key in ("rank_pattern", "layer_replication", "modules_to_save")}}
-    want = {"peft_type": "LORA", "r": rank, "rank_pattern": None, "layer_replication": None, "modules_to_save": None}
-    assert shape == want, \
-        f"adapter_config.json describes {shape}; the run asked for a LoRA adapter of rank {rank}, as LoraConfig saves it"
-    weights = learner_file(folder / "adapter_model.safetensors", within, limit=ADAPTER_BYTES)
-    (into / "adapter_config.json").write_text(json.dumps(config))
-    (into / "adapter_model.safetensors").write_bytes(weights)
-    return into
-
-
-@contextlib.contextmanager
-def _refused_as_failure(path, within, limit: int = 0):
-    """Each reason `intake` refuses a path the learner's code named, as a failed test."""
-    __tracebackhide__ = True
-    if not isinstance(path, (str, os.PathLike)):
-        raise AssertionError(f"expected a path (str), got {type(path).__name__}")
-    try:
-        yield
-    except Unreadable as exc:
-        why = {"missing": "could not be read: No such file or directory",
-               "outside": f"is not inside the folder the test gave your code ({within}): the grader reads only what "
-                          "your code wrote there",
-               "not a file": "is not a regular file",
-               "too large": f"holds more than {limit:,} bytes, more than this test reads",
-               "grew": f"holds more than {limit:,} bytes, more than this test reads",
-               "unreadable": f"could not be read: {exc.reason}"}[exc.kind]
-        raise AssertionError(f"{path} {why}") from None
 
 
 def _index(position) -> tuple[int, ...]:

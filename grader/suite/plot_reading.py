@@ -42,6 +42,9 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _PATH_TOKEN = re.compile(r"[A-Za-z]|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)")
 FIGURE_VERTEX_LIMIT = 200_000   # the points of every path, marker and use of a figure together
+FIGURE_ELEMENT_LIMIT = 250_000  # its XML elements (a figure of the course's plots holds a few hundred): above the
+                                # point limit, which markers (an element each) then meet first
+_PARSE_CHUNK = 1 << 16
 DISTANCE_CHUNK = 1 << 20        # points x segments measured at once: memory bounded whatever the sizes
 # Groups of an Axes that draw no data: its axes' ticks and labels, its legend (whose handles are
 # not lines of the Axes), its texts.
@@ -53,7 +56,7 @@ class FigureUnreadable(ValueError):
 
 
 class FigureTooLarge(FigureUnreadable):
-    """The figure draws more than the reader reads (`FIGURE_VERTEX_LIMIT`)."""
+    """The figure draws more than the reader reads (`FIGURE_VERTEX_LIMIT`, `FIGURE_ELEMENT_LIMIT`)."""
 
 
 @dataclass
@@ -145,10 +148,7 @@ def read_figure(data: bytes) -> list[Axes]:
         raise FigureUnreadable("the file is not an SVG document")
     if b"<!ENTITY" in data:
         raise FigureUnreadable("the SVG declares XML entities; a figure saved by matplotlib has none")
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        raise FigureUnreadable(f"the file is not well-formed XML ({exc})") from None
+    root = _parse(data)
     if root.tag != f"{SVG}svg":
         raise FigureUnreadable(f"the document's root is <{root.tag}>, not an SVG <svg>")
     defined = {path.get("id") or "": path.get("d", "") for path in root.iter(f"{SVG}path") if path.get("id")}
@@ -158,6 +158,28 @@ def read_figure(data: bytes) -> list[Axes]:
     if not axes:
         raise FigureUnreadable("the SVG holds no matplotlib Axes (no group axes_N): was it saved by matplotlib?")
     return axes
+
+
+def _parse(data: bytes) -> ET.Element:
+    """The document's root, its elements counted as they are parsed: no more than
+    FIGURE_ELEMENT_LIMIT of them is ever built (four million empty groups are 16 MB of SVG and
+    would cost the grading process 400 MB)."""
+    parser, root, elements = ET.XMLPullParser(events=("start",)), None, 0
+    try:
+        for offset in range(0, len(data), _PARSE_CHUNK):
+            parser.feed(data[offset:offset + _PARSE_CHUNK])
+            for _, element in parser.read_events():
+                root = element if root is None else root
+                elements += 1
+                if elements > FIGURE_ELEMENT_LIMIT:
+                    raise FigureTooLarge(f"the SVG holds more than {FIGURE_ELEMENT_LIMIT:,} elements; a figure of "
+                                         "the plots asked for holds a few hundred")
+        parser.close()
+    except ET.ParseError as exc:
+        raise FigureUnreadable(f"the file is not well-formed XML ({exc})") from None
+    if root is None:
+        raise FigureUnreadable("the file is not well-formed XML (no element)")
+    return root
 
 
 def _axes(group, defined: dict[str, str], budget: _VertexBudget) -> Axes:

@@ -83,6 +83,16 @@ def test_bytes_that_do_not_decode_in_a_comment_are_read_as_python_reads_them(tmp
         learner_source(string)
 
 
+def test_exercise_06s_structure_reads_the_module_as_python_reads_it(tmp_path):
+    """06's structural tests read the learner's module in the test process: a comment that does not
+    decode costs nothing there either."""
+    structure = sibling_module(COURSE.hidden / "06_error_analysis" / "structure.py", "structure")
+    module = tmp_path / "analysis.py"
+    module.write_bytes(INVALID_UTF8.lstrip() + COURSE.task_named("06").reference_module.read_bytes())
+    source = structure.Source(module)
+    assert "paired" in source.functions and "not UTF-8, and no coding line" in source.text
+
+
 @pytest.mark.full       # the reader's decoding is tested above in the default tier
 def test_a_reference_with_undecodable_comments_gets_full_marks(tmp_path):
     invalid_utf8_reference(tmp_path / "learner")

@@ -3,8 +3,8 @@ workers' limits do not cover: what a test reads of them must be bounded, and eac
 process has a memory ceiling of its own, so that a test that swells anyway ends its own task's
 session, never a neighbour's. Working modules of exercises 02
 and 03 that, once their real work is done, rewrite the scenario's model config to 130M parameters
-(which a replay computed afterwards would build: 5.7 GB), write a 13000 x 13000 PNG (which
-matplotlib would decode to 2.7 GB) and save an adapter config of rank 130,000 (from which peft
+(which a replay computed afterwards would build: 5.7 GB), write a 13000 x 13000 PNG whose first
+header claims one pixel (which matplotlib would decode to 2.7 GB) and save an adapter config of rank 130,000 (from which peft
 would build 4.8 GB of layers) must leave the grading process near its usual size."""
 import sys
 
@@ -43,9 +43,17 @@ def train(cfg):
 
 
 def plot_curves(log_path, png_path):
-    from PIL import Image
-    Image.new("RGBA", (13000, 13000)).save(png_path)
-    print("BOMB wrote a 13000 x 13000 PNG", flush=True)
+    # a 13000 x 13000 PNG whose first header claims one pixel: a reader of that header alone decodes 2.7 GB
+    import zlib as _zlib
+    def chunk(kind, body):
+        return len(body).to_bytes(4, "big") + kind + body + _zlib.crc32(kind + body).to_bytes(4, "big")
+    def header(side):
+        return chunk(b"IHDR", side.to_bytes(4, "big") * 2 + bytes([8, 6, 0, 0, 0]))
+    pack, row = _zlib.compressobj(9), bytes(1 + 4 * 13000)
+    pixels = b"".join(pack.compress(row) for _ in range(13000)) + pack.flush()
+    _Path(png_path).write_bytes(b"\x89PNG\r\n\x1a\n" + header(1) + header(13000) + chunk(b"IDAT", pixels)
+                                + chunk(b"IEND", b""))
+    print("BOMB wrote a 13000 x 13000 PNG behind a 1 x 1 header", flush=True)
 '''
 
 LORA_SFT_BOMBS = '''

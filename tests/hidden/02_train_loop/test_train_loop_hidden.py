@@ -10,7 +10,6 @@ epochs, log and eval cadences other than 1 that do not divide the run, dropout w
 must be restored, a pretrained checkpoint saved in bf16, a configuration that leaves keys out.
 """
 import hashlib
-import io
 import json
 import math
 
@@ -35,9 +34,9 @@ from grader.suite.checks import (
     assert_close,
     assert_equal,
     check_array,
-    learner_file,
     sibling_module,
 )
+from grader.suite.learner_files import learner_json, learner_jsonl, learner_png
 
 probes = sibling_module(__file__, "probes")
 replay = sibling_module(__file__, "replay")
@@ -143,11 +142,6 @@ def scenario(tmp_path, rng, train_documents=120, **overrides):
            "log_every": 1, "eval_every": 100}
     cfg.update(overrides)
     return cfg
-
-
-def learner_jsonl(path, tmp_path):
-    """The JSON lines of a file the learner's code wrote inside `tmp_path`."""
-    return [json.loads(line) for line in learner_file(path, tmp_path).decode("utf-8").splitlines() if line.strip()]
 
 
 def close(a, b, rtol, atol):
@@ -469,13 +463,8 @@ def test_plot_curves_draws_loss_on_log_steps_and_lr(submission, tmp_path):
     (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     png = tmp_path / "curves.png"
     seen = submission.probe(probes.watch_plot, str(tmp_path / "log.jsonl"), str(png))
-    data = learner_file(png, tmp_path) if png.exists() else b""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "plot_curves wrote no PNG file"
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")     # its IHDR
-    assert width * height <= PLOT_PIXELS, \
-        f"the PNG is {width} x {height} pixels; a figure needs a few hundred a side (the test decodes at most {PLOT_PIXELS:,})"
-    import matplotlib.image
-    assert matplotlib.image.imread(io.BytesIO(data)).ndim == 3, "the PNG does not decode as an image"
+    assert png.exists(), "plot_curves wrote no PNG file"
+    assert learner_png(png, tmp_path, PLOT_PIXELS).ndim == 3, "the PNG does not decode as a colour image"
     axes = seen["axes"]
     assert len(axes) == 2, f"the figure has {len(axes)} axes, expected 2 subplots (loss, learning rate)"
     steps = [float(e["step"]) for e in log]
@@ -546,7 +535,7 @@ def test_log_and_run_record(submission, rng, tmp_path):
                                "the last step, 5")
         raise ConceptError(CONTRACT, f"final_eval_loss is {final}; the final model evaluates to {own[5]:.6f} on every "
                            "eval example, batch_size at a time, the last batch possibly smaller")
-    record = json.loads(learner_file(result["record"], tmp_path))
+    record = learner_json(result["record"], tmp_path)
     for key in ("run_id", "commit", "config", "data_version", "seed", "environment", "metrics"):
         assert key in record, \
             f"run.json has no {key!r}: the record is run id, commit, config, data version, seed, environment, metrics"
@@ -591,7 +580,7 @@ def test_left_out_keys_take_the_documented_defaults(submission, rng, tmp_path):
         raise AssertionError(f"with the defaults left out, log entry {first + 1} reads "
                              f"{logs[0][first] if first < len(logs[0]) else None}; with them spelled out, "
                              f"{logs[1][first] if first < len(logs[1]) else None}: a key left out takes the README's default")
-    config = json.loads(learner_file(runs[0]["record"], tmp_path)).get("config", {})
+    config = learner_json(runs[0]["record"], tmp_path).get("config", {})
     wrong = {key: config.get(key, "<missing>") for key, value in {**replay.DEFAULTS, **minimal}.items()
              if config.get(key, "<missing>") != (list(value) if isinstance(value, tuple) else value)}
     if wrong:
@@ -610,7 +599,7 @@ def test_same_seed_same_log_other_seed_other_log(submission, rng, tmp_path):
     logs = [[(e["loss"], e["grad_norm"], e["tokens"]) for e in run["log"]] for run in runs]
     assert logs[0] == logs[1], "two runs with the same seed logged different numbers: seed the model and the data order"
     assert logs[0] != logs[2], "runs with different seeds logged the same numbers: the seed is not used"
-    run_ids = [json.loads(learner_file(run["record"], tmp_path)).get("run_id") for run in runs]
+    run_ids = [learner_json(run["record"], tmp_path).get("run_id") for run in runs]
     if not all(isinstance(run_id, str) for run_id in run_ids) or len(set(run_ids)) != len(run_ids):
         raise ConceptError(RECORD, f"three runs recorded the run_ids {run_ids}: a string unique to every run, "
                            "also for two runs of one configuration")
@@ -774,7 +763,7 @@ def test_resume_reproduces_an_uninterrupted_run(submission, rng, tmp_path):
     if [e.get("step") for e in lines] != list(range(1, 9)):
         raise ConceptError(RESUMING, f"after resuming, log.jsonl holds steps {[e.get('step') for e in lines]}: one "
                            "entry per step; the entries written after the checkpoint are dropped")
-    tokens = json.loads(learner_file(second["result"]["record"], tmp_path)).get("metrics", {}).get("tokens")
+    tokens = learner_json(second["result"]["record"], tmp_path).get("metrics", {}).get("tokens")
     if tokens != sum(e["tokens"] for e in whole["result"]["log"]):
         raise ConceptError(RECORD, f"run.json's tokens after the resume are {tokens}: count the tokens of all steps, "
                            "those before the resume included")

@@ -25,22 +25,18 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from safetensors.torch import load as safetensors_load
 from safetensors.torch import load_file
 
 from grader.course import COURSE
 from grader.suite.checks import (
-    ADAPTER_BYTES,
-    ADAPTER_CONFIG_BYTES,
     GRADING,
     ConceptError,
     assert_close,
     assert_equal,
     examples_from_the_seed,  # noqa: F401  (autouse: hypothesis examples from the seed)
-    learner_file,
-    lora_adapter_copy,
     sibling_module,
 )
+from grader.suite.learner_files import ADAPTER_CONFIG_BYTES, learner_json, learner_safetensors, lora_adapter_copy
 
 probes = sibling_module(__file__, "probes")
 oracles = sibling_module(__file__, "oracles")
@@ -761,7 +757,7 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     # the adapter on disk
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         assert (out_dir / name).is_file(), f"out_dir has no {name}: save the peft model with save_pretrained(out_dir)"
-    config = json.loads(learner_file(out_dir / "adapter_config.json", tmp_path, limit=ADAPTER_CONFIG_BYTES))
+    config = learner_json(out_dir / "adapter_config.json", tmp_path, limit=ADAPTER_CONFIG_BYTES)
     settings = {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"), "lora_dropout": config.get("lora_dropout"),
                 "task_type": config.get("task_type")}
     assert settings == {"r": 4, "lora_alpha": 12, "lora_dropout": 0.1, "task_type": "CAUSAL_LM"}, \
@@ -769,7 +765,7 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     targets = config.get("target_modules")
     targets = set(targets) if isinstance(targets, list) else {targets}
     assert targets == LLAMA_LINEARS, f"the adapter targets {sorted(map(str, targets))}; all-linear means {sorted(LLAMA_LINEARS)}"
-    stored = safetensors_load(learner_file(out_dir / "adapter_model.safetensors", tmp_path, limit=ADAPTER_BYTES))
+    stored = learner_safetensors(out_dir / "adapter_model.safetensors", tmp_path)
     assert stored and all("lora_A" in k or "lora_B" in k for k in stored), \
         f"adapter_model.safetensors holds {[k for k in stored if 'lora_' not in k][:2]}: save the LoRA weights only"
     # the model and the optimizer

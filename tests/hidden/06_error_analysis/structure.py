@@ -24,6 +24,8 @@ import builtins
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.worker.loading import learner_source
+
 TABLE_FUNCTIONS = ("load_results", "paired", "lost_and_gained", "accuracy_by", "overall", "accuracy_by_length",
                    "largest_drop", "paired_bootstrap")
 COLUMNS = {"id", "category", "prompt_tokens", "gold", "pred", "pred_new", "pred_baseline", "pred_base", "correct",
@@ -48,7 +50,7 @@ class Finding:
 
 class Source:
     def __init__(self, path: Path):
-        self.text = Path(path).read_text(encoding="utf-8")
+        self.text = learner_source(path)             # as Python decodes it: a coding line counts
         self.tree = ast.parse(self.text)
         self.functions = {node.name: node for node in self.tree.body
                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from grader.course import COURSE
-from grader.suite.checks import learner_file, learner_path, sibling_module
+from grader.suite.checks import sibling_module
+from grader.suite.learner_files import learner_file, learner_path
 from grader.suite.plot_reading import FigureUnreadable, read_figure
 from grader.worker.loading import load_module
 
