@@ -23,6 +23,7 @@ scales take care of it.
 """
 from __future__ import annotations
 
+import io
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -44,7 +45,6 @@ _FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)")
 FIGURE_VERTEX_LIMIT = 200_000   # the points of every path, marker and use of a figure together
 FIGURE_ELEMENT_LIMIT = 250_000  # its XML elements (a figure of the course's plots holds a few hundred): above the
                                 # point limit, which markers (an element each) then meet first
-_PARSE_CHUNK = 1 << 16
 DISTANCE_CHUNK = 1 << 20        # points x segments measured at once: memory bounded whatever the sizes
 # Groups of an Axes that draw no data: its axes' ticks and labels, its legend (whose handles are
 # not lines of the Axes), its texts.
@@ -164,17 +164,13 @@ def _parse(data: bytes) -> ET.Element:
     """The document's root, its elements counted as they are parsed: no more than
     FIGURE_ELEMENT_LIMIT of them is ever built (four million empty groups are 16 MB of SVG and
     would cost the grading process 400 MB)."""
-    parser, root, elements = ET.XMLPullParser(events=("start",)), None, 0
+    root: ET.Element | None = None
     try:
-        for offset in range(0, len(data), _PARSE_CHUNK):
-            parser.feed(data[offset:offset + _PARSE_CHUNK])
-            for _, element in parser.read_events():
-                root = element if root is None else root
-                elements += 1
-                if elements > FIGURE_ELEMENT_LIMIT:
-                    raise FigureTooLarge(f"the SVG holds more than {FIGURE_ELEMENT_LIMIT:,} elements; a figure of "
-                                         "the plots asked for holds a few hundred")
-        parser.close()
+        for count, (_, element) in enumerate(ET.iterparse(io.BytesIO(data), events=("start",)), start=1):
+            root = element if root is None else root
+            if count > FIGURE_ELEMENT_LIMIT:
+                raise FigureTooLarge(f"the SVG holds more than {FIGURE_ELEMENT_LIMIT:,} elements; a figure of the "
+                                     "plots asked for holds a few hundred")
     except ET.ParseError as exc:
         raise FigureUnreadable(f"the file is not well-formed XML ({exc})") from None
     if root is None:
