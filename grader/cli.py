@@ -187,11 +187,11 @@ def _check(args, tasks, console) -> int:
     # Under Actions, everything before the annotations may carry learner text: shown, never run.
     with github.commands_stopped() if args.format == "github" else contextlib.nullcontext():
         report = runner.run(runner.GradingRun(args.impl, tasks, hidden=False, seed=0, extra_args=extra), stream=True)
-        print_report(report, console, first_hint_only=True)
+        print_report(report, console, first_failure_only=True)
         _write_outputs(report, args)
         if args.impl.resolve() == COURSE.exercises.resolve():        # the learner's own checkout: remembered
-            from grader.learning.loop import record_and_offer_hints
-            record_and_offer_hints(report, "check", console)
+            from grader.learning import progress
+            progress.record(report, "check")        # hints are asked for (`grader hint`), never pushed here
     if args.format == "github":
         github.publish(report)
     if not report.complete:
@@ -221,8 +221,8 @@ def _hint(args, tasks, console) -> int:
 
 
 def _progress(args, tasks, console) -> int:
-    from grader.learning.loop import progress_table
-    console.print(progress_table())
+    from grader.learning.loop import progress_view
+    console.print(progress_view())
     return OK
 
 

@@ -21,7 +21,8 @@ def test_check_passes_on_the_reference_and_fails_on_the_stub():
     assert "01_einsum_attention" in good.stdout
     stub = grader("check", "01")
     assert stub.returncode == 1
-    assert "first hint" in stub.stdout and "README" in stub.stdout
+    assert "the first:" in stub.stdout and "README" in stub.stdout
+    assert "hint 1 of" not in stub.stdout, "grader check shows no hint unasked"
 
 
 @pytest.mark.e2e

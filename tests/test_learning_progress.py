@@ -1,7 +1,10 @@
 """Progress and hints across real runs: `pytest exercises/NN` in the learner's mode records each
-concept's result and offers a hint on the third failing run without a gain; `grader hint` shows
-the next unseen one, in Chinese when the locale is; `grader progress` shows the table; runs that
-are not the learner's attempts (another tree, a grading) leave the progress alone."""
+concept's result, and offers a hint on the third failing run without a gain of a concept the
+learner is working on, never of one not started (still NotImplementedError); `grader hint` shows
+the next unseen one and names the command for the one after, in Chinese when the locale is;
+`grader check` never pushes one; `grader progress` shows the table and the concepts still open;
+runs that are not the learner's attempts (another tree, a grading) leave the progress alone."""
+import dataclasses
 import json
 import os
 import re
@@ -39,7 +42,7 @@ def run(args, env, **kw):
 
 
 @pytest.mark.full       # progress is recorded in the default tier by the watcher's terminal test
-def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_the_third_failure(learner_env):
+def test_pytest_in_the_learners_checkout_records_progress_and_hints_only_when_asked_on_the_stub(learner_env):
     env, path = learner_env
     outputs = [run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TASK.exercise_dir)], env)
                for _ in range(3)]
@@ -50,15 +53,18 @@ def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_t
     first = next(iter(concepts))
     assert all(c["status"] == "failing" and c["attempts"] == 3 and c["first_passed"] is None
                for c in concepts.values())
-    assert "hint 1 of" not in outputs[0].stdout + outputs[1].stdout
-    assert f"hint 1 of {len(ladder('hints.md', first))}: {first}" in outputs[2].stdout
-    assert ladder("hints.md", first)[0][:60] in " ".join(outputs[2].stdout.split())
-    assert data["hints_seen"][first] == 1
+    assert not any("hint 1 of" in out.stdout for out in outputs), "a hint for work not started (NotImplementedError)"
+    assert data["hints_seen"] == {}
 
-    # Asked for: the next unseen hint of the concept the last run left failing, then of a named one.
+    # Asked for: the first hint of the concept the last run left failing, naming the command for the next,
+    # which shows the next; then a named one.
     asked = run([GRADER, "hint", TASK.name[:2]], env)
     assert asked.returncode == 0, asked.stdout + asked.stderr
-    assert "hint 2 of" in asked.stdout and ladder("hints.md", first)[1][:40] in " ".join(asked.stdout.split())
+    assert "hint 1 of" in asked.stdout and ladder("hints.md", first)[0][:40] in " ".join(asked.stdout.split())
+    command = f'grader hint {TASK.name[:2]} "{first}"'
+    assert command in " ".join(asked.stdout.split()), asked.stdout
+    following = run([GRADER, "hint", TASK.name[:2], first], env)
+    assert "hint 2 of" in following.stdout and ladder("hints.md", first)[1][:40] in " ".join(following.stdout.split())
     other = list(concepts)[1]
     chinese = run([GRADER, "hint", TASK.name[:2], other[:6].lower()], {**env, "GRADER_LANG": "", "LANG": "zh_CN.UTF-8"})
     assert chinese.returncode == 0, chinese.stdout + chinese.stderr
@@ -66,6 +72,7 @@ def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_t
 
     checked = run([GRADER, "check", TASK.name[:2]], env)
     assert checked.returncode == 1, checked.stdout[-2000:]
+    assert "hint 1 of" not in checked.stdout and "hint 2 of" not in checked.stdout, "grader check pushed a hint"
     data = json.loads(path.read_text(encoding="utf-8"))["tasks"][TASK.name]
     assert data["runs"] == 4 and data["last_source"] == "check"
 
@@ -73,8 +80,10 @@ def test_pytest_in_the_learners_checkout_records_progress_and_offers_a_hint_on_t
     assert table.returncode == 0
     cells = [c.strip() for c in next(row for row in table.stdout.splitlines() if TASK.name in row).split("│")[1:-1]]
     max_points = sum(c["max_points"] for c in concepts.values())
-    assert cells[:5] == [TASK.name, f"0 / {len(concepts)}", f"0 / {max_points:g}", "3", "4"], cells
+    assert cells[:6] == [TASK.name, f"0 / {len(concepts)}", f"0 / {max_points:g}", "3", "0", "4"], cells
     assert re.search(r"01_einsum_attention.*not started", table.stdout)
+    still_open = " ".join(table.stdout.split()).split(f"{TASK.name}: still open: ", 1)[1]
+    assert still_open.startswith(", ".join(concepts)), still_open
 
     # Not the learner's attempts: the same tests on another tree, and a grading of it.
     before = path.read_text(encoding="utf-8")
@@ -91,6 +100,23 @@ def result(concept, status, points=1.0):
 
 def report_of(*tests):
     return score.ScoreReport(run={}, submission={}, tasks=[score.TaskResult(TASK.name, TASK.title, None, list(tests))])
+
+
+def stopped(concept, feedback, status="failed"):
+    return dataclasses.replace(result(concept, status), feedback=feedback)
+
+
+def test_a_concept_not_started_is_never_due_a_hint_and_one_worked_on_is(learner_env):
+    """Three runs of a function still raising NotImplementedError, or of a module that does not
+    import, are no work on the concept; three runs of a wrong answer are."""
+    not_started = report_of(stopped("A", 'f() is not implemented yet: see README.md, section "A"'))
+    not_imported = report_of(stopped("A", "m.py could not be imported: SyntaxError: invalid syntax", status="error"))
+    wrong = report_of(stopped("A", "f(2) returned 5, expected 4"))
+    assert [progress.record(r, "test") for r in (not_started, not_imported, not_started, not_imported)] == [{}] * 4
+    assert [progress.record(wrong, "test") for _ in range(3)] == [{}, {}, {TASK.name: ["A"]}]
+    mixed = report_of(stopped("B", 'f() is not implemented yet: ...'), stopped("B", "f(2) returned 5, expected 4"))
+    assert progress.unreached_concepts(mixed.tasks[0].tests) == set(), "one test of B ran the learner's code"
+    assert progress.unreached_concepts(not_started.tasks[0].tests) == {"A"}
 
 
 def test_a_gain_restarts_the_count_and_passing_is_remembered_with_its_first_time(learner_env):
@@ -111,7 +137,7 @@ def test_a_gain_restarts_the_count_and_passing_is_remembered_with_its_first_time
 def test_a_ladder_once_seen_repeats_its_last_hint(learner_env):
     concept = next(iter(hints.ladders(TASK, "en")))
     expected = ladder("hints.md", concept)
-    shown = [hints.next_hint(TASK, concept, "en") for _ in range(len(expected) + 1)]
+    shown = [hints.next_hint(TASK, concept, "en", asked=True) for _ in range(len(expected) + 1)]
     assert [h.text[:len(first_line)] for h, first_line in zip(shown, expected + expected[-1:])] == \
         expected + expected[-1:]
     assert all(len(h.text) >= len(line) for h, line in zip(shown, expected))

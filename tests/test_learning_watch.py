@@ -111,12 +111,19 @@ def test_watch_follows_the_learners_saves(terminal):
     assert "first to fix: timeout" in screen and "did not finish in time" in screen
     assert "stopped after a test ran past its time limit" in screen
 
-    # The stub again: Stable softmax has now failed three runs in a row without a gain.
-    assert HINT_AFTER_FAILING_RUNS == 3
+    # The stub again: a concept not started (NotImplementedError) is no work on it, and gets no hint.
     save(module, (COURSE.exercises / TASK.name / module.name).read_text(encoding="utf-8"))
     screen = term.wait_for(r"check 5 at .*points", CHECK_S)
+    assert "hint 1 of" not in screen, "a hint for a concept not started"
+
+    # Two wrong answers after the hang: Stable softmax has failed three runs it reached, without a gain.
+    assert HINT_AFTER_FAILING_RUNS == 3
+    for check, wrong in ((6, "return x"), (7, "return x * 2")):
+        save(module, f"{reference}\n\ndef softmax(x, axis=-1):\n    {wrong}\n")
+        screen = term.wait_for(rf"check {check} at .*points", CHECK_S)
     assert "hint 1 of 3 · Stable softmax" in screen
     assert " ".join(first_hint("Stable softmax").split()[:6]) in " ".join(screen.split())
+    assert f'grader hint {TASK.name[:2]} "Stable softmax"' in " ".join(screen.split())
 
     term.keys("C-c")
     screen = term.wait_for(r"\[exited \d+\]", 15)

@@ -109,14 +109,19 @@ def concept_to_work_on(task: Task, lang: str = "en") -> str | None:
     return next(iter(failing or untried), None)
 
 
-def next_hint(task: Task, concept: str, lang: str) -> Hint | None:
-    """The first hint of `concept` not seen yet, now marked seen; once all were seen, the last one
-    again. None when the concept has no hints."""
+def next_command(task_name: str, concept: str) -> str:
+    """The command that shows a concept's next hint."""
+    return f'grader hint {task_name[:2]} "{concept}"'
+
+
+def next_hint(task: Task, concept: str, lang: str, asked: bool) -> Hint | None:
+    """The first hint of `concept` not seen yet, now marked seen (asked for by the learner, or
+    offered); once all were seen, the last one again. None when the concept has no hints."""
     ladder = ladders(task, lang).get(concept)
     if not ladder:
         return None
     entry = progress.load().get(task.name)
     seen = entry.hints_seen.get(concept, 0) if entry else 0
     number = min(seen + 1, len(ladder))
-    progress.mark_hint_seen(task.name, concept, number)
+    progress.mark_hint_seen(task.name, concept, number, asked)
     return Hint(concept, number, len(ladder), ladder[number - 1], repeated=seen >= len(ladder))

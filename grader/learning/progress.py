@@ -1,5 +1,10 @@
 """What the learner's runs leave behind: per exercise and concept, passed or failing, how many runs
-it took, when it first passed, and which hints were seen.
+it took, when it first passed, and which hints were seen (asked for, or offered).
+
+A hint is offered for a concept the learner is working on that keeps failing: a concept whose
+failing tests all stopped before the learner's own code for it ran (a function still raising
+NotImplementedError, a module that does not import) is not being worked on, and counts no run
+towards a hint.
 
 One small JSON file in the learner's checkout (`.grader-progress.json`, git-ignored), or where
 `GRADER_PROGRESS` says (`off`: nothing is recorded). Every self-check writes it: `pytest
@@ -17,7 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.course import COURSE
-from grader.schema.report import ScoreReport, write_text_atomically
+from grader.schema.report import NOT_IMPLEMENTED, ScoreReport, write_text_atomically
+from grader.worker.loading import NOT_IMPORTED
 
 PROGRESS_FILE = ".grader-progress.json"
 PROGRESS_ENV = "GRADER_PROGRESS"
@@ -37,13 +43,15 @@ class ConceptProgress:
     points: float = 0.0                # of the last run
     max_points: float = 0.0
     best_points: float = 0.0
-    stuck_runs: int = 0                # failing runs since the last gain (or the last hint offered)
+    stuck_runs: int = 0                # failing runs since the last gain (or the last hint offered), once reached
 
 
 @dataclass
 class TaskProgress:
     concepts: dict[str, ConceptProgress] = field(default_factory=dict)
     hints_seen: dict[str, int] = field(default_factory=dict)     # concept -> hints shown so far
+    hints_asked: int = 0               # hints shown because the learner asked (`grader hint`)
+    hints_offered: int = 0             # hints shown because a concept kept failing
     runs: int = 0
     last_run: str | None = None
     last_source: str | None = None
@@ -51,6 +59,11 @@ class TaskProgress:
     @property
     def complete(self) -> bool:
         return bool(self.concepts) and all(c.status == PASSED for c in self.concepts.values())
+
+    @property
+    def still_open(self) -> list[str]:
+        """The concepts the last run left failing, in the README's order."""
+        return [name for name, concept in self.concepts.items() if concept.status != PASSED]
 
     @property
     def points(self) -> float:
@@ -115,9 +128,10 @@ def record(report: ScoreReport, source: str, now: datetime | None = None) -> dic
             entry = tasks.setdefault(task.task, TaskProgress())
             entry.runs += 1
             entry.last_run, entry.last_source = stamp, source
+            unreached = unreached_concepts(task.tests)
             for name, (points, max_points, passed) in concepts.items():
                 concept = entry.concepts.setdefault(name, ConceptProgress())
-                if _fold(concept, points, max_points, passed, stamp):
+                if _fold(concept, points, max_points, passed, stamp, reached=name not in unreached):
                     due.setdefault(task.task, []).append(name)
     return due
 
@@ -135,8 +149,21 @@ def concept_results(tests) -> dict[str, tuple[float, float, bool]]:
     return concepts
 
 
-def _fold(concept: ConceptProgress, points: float, max_points: float, passed: bool, stamp: str) -> bool:
-    """One run's result of a concept; True when a hint is now due."""
+def unreached_concepts(tests) -> set[str]:
+    """The concepts whose lost tests all stopped before the learner's code for them ran: a
+    function still raising NotImplementedError, a module that does not import."""
+    lost: dict[str, bool] = {}
+    for test in tests:
+        if test.lost:
+            name = test.concept or test.title
+            stopped = NOT_IMPLEMENTED in test.feedback or (test.status == "error" and NOT_IMPORTED in test.feedback)
+            lost[name] = lost.get(name, True) and stopped
+    return {name for name, stopped in lost.items() if stopped}
+
+
+def _fold(concept: ConceptProgress, points: float, max_points: float, passed: bool, stamp: str,
+          reached: bool = True) -> bool:
+    """One run's result of a concept; True when a hint is now due (never for one not reached)."""
     concept.attempts += 1
     concept.points, concept.max_points = points, max_points
     concept.status = PASSED if passed else FAILING
@@ -145,7 +172,7 @@ def _fold(concept: ConceptProgress, points: float, max_points: float, passed: bo
         concept.stuck_runs = 0
     elif points > concept.best_points:
         concept.stuck_runs = 0
-    else:
+    elif reached:
         concept.stuck_runs += 1
     concept.best_points = max(concept.best_points, points)
     if not passed and concept.stuck_runs >= HINT_AFTER_FAILING_RUNS:
@@ -154,17 +181,23 @@ def _fold(concept: ConceptProgress, points: float, max_points: float, passed: bo
     return False
 
 
-def mark_hint_seen(task: str, concept: str, shown: int) -> None:
-    """Remember that hints 1..`shown` of `concept` were seen (never fewer than before)."""
+def mark_hint_seen(task: str, concept: str, shown: int, asked: bool) -> None:
+    """Remember that hints 1..`shown` of `concept` were seen (never fewer than before), one more
+    asked for or offered."""
     if progress_path() is None:
         return
     with updating() as tasks:
         entry = tasks.setdefault(task, TaskProgress())
         entry.hints_seen[concept] = max(entry.hints_seen.get(concept, 0), shown)
+        if asked:
+            entry.hints_asked += 1
+        else:
+            entry.hints_offered += 1
 
 
 def _task_from_json(data: dict) -> TaskProgress:
     concepts = {name: ConceptProgress(**value) for name, value in data.get("concepts", {}).items()}
     return TaskProgress(concepts=concepts, hints_seen={k: int(v) for k, v in data.get("hints_seen", {}).items()},
+                        hints_asked=int(data.get("hints_asked", 0)), hints_offered=int(data.get("hints_offered", 0)),
                         runs=int(data.get("runs", 0)), last_run=data.get("last_run"),
                         last_source=data.get("last_source"))

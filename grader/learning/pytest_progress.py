@@ -20,9 +20,10 @@ def pytest_terminal_summary(terminalreporter):
     report = grading.build_report()
     if any(test.suite != "visible" for test in report.tests()):
         return
+    from grader.learning import hints
     from grader.learning.loop import record_and_pick_hints
     for task_name, hint in record_and_pick_hints(report, "pytest"):
         terminalreporter.section(f"hint {hint.number} of {hint.total}: {hint.concept}")
         terminalreporter.write_line(hint.text)
         if hint.number < hint.total:
-            terminalreporter.write_line(f"(grader hint {task_name[:2]} for the next one)")
+            terminalreporter.write_line(f"({hints.next_command(task_name, hint.concept)} for the next one)")

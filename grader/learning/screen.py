@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.learning.hints import Hint
+from grader.learning.hints import Hint, next_command
 from grader.learning.progress import concept_results
 from grader.schema.report import ScoreReport, TaskResult, location_text
 
@@ -52,8 +52,8 @@ def first_failure(task: TaskResult) -> Group | None:
 def hint_text(task_name: str, hint: Hint) -> Text:
     again = " (every hint seen: the last again)" if hint.repeated else ""
     return Text.assemble((f"hint {hint.number} of {hint.total} · {hint.concept}{again}: ", "bold yellow"), hint.text,
-                         ("" if hint.number == hint.total else f"\n  (grader hint {task_name[:2]} for the next one)",
-                          "dim"))
+                         ("" if hint.number == hint.total else f"\n  ({next_command(task_name, hint.concept)} "
+                                                               "for the next one)", "dim"))
 
 
 def check_screen(report: ScoreReport, task_name: str, header: Text, hint: Hint | None, footer: str) -> Group:

@@ -106,19 +106,17 @@ class Watcher:
         return tests_changed
 
     def _check(self, child) -> None:
-        from grader.learning import hints, progress
+        from grader.learning.loop import record_and_pick_hints
         from grader.learning.screen import check_screen
         with self.console.status(f"checking {self.module_path.name}", refresh_per_second=CHECK_SPINNER_HZ) as status:
             result = child.check(on_test=lambda name, limit: status.update(f"checking: {name} (limit {limit:g} s)"),
                                  cancelled=lambda: not self.saves.empty() or self.leaving.is_set())
         if result.cancelled:            # a newer save (its check comes next), or leaving
             return
-        due = progress.record(result.report, source="watch").get(self.task.name, [])
+        offered = dict(record_and_pick_hints(result.report, "watch", self.lang))
         task = result.report.task(self.task.name)
         failing = [t.concept for t in task.tests if t.lost] if task else []
-        if due:
-            concept = next((c for c in failing if c in due), due[0])
-            self.hint = hints.next_hint(self.task, concept, self.lang) or self.hint
+        self.hint = offered.get(self.task.name, self.hint)
         if self.hint is not None and self.hint.concept not in failing:
             self.hint = None
         total = task.points if task else 0

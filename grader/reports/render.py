@@ -48,8 +48,8 @@ def report_table(report: ScoreReport) -> Table:
     return table
 
 
-def print_report(report: ScoreReport, console: Console, *, first_hint_only: bool = False) -> None:
-    """The table, then what went wrong: every failing test, or one hint per task."""
+def print_report(report: ScoreReport, console: Console, *, first_failure_only: bool = False) -> None:
+    """The table, then what went wrong: every failing test, or the first of each task."""
     console.print(report_table(report))
     if report.total.not_graded_points:
         console.print(Text(not_graded_note(report.total.not_graded_points), style="yellow"))
@@ -57,9 +57,9 @@ def print_report(report: ScoreReport, console: Console, *, first_hint_only: bool
         failing = [t for t in task.tests if t.lost]
         if not failing:
             continue
-        shown = failing[:1] if first_hint_only else failing
+        shown = failing[:1] if first_failure_only else failing
         heading = f"\n[bold]{task.task}[/]: {len(failing)} test(s) to fix"
-        console.print(heading + (" — first hint:" if first_hint_only else ":"))
+        console.print(heading + (" — the first:" if first_failure_only else ":"))
         for test in shown:
             style = _STATUS_STYLE.get(test.status, "")
             console.print(f"  [{style}]{test.status}[/] {test.title} [dim]({test.points:g}/{test.max_points:g})[/]")

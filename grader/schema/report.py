@@ -43,6 +43,7 @@ REPORT_NAME = "score_report.json"        # a grading's report, in its folder
 SCHEMA_VERSION = 1
 Status = Literal["passed", "failed", "error", "skipped", "timeout", "crashed"]
 STATUSES: tuple[Status, ...] = get_args(Status)
+NOT_IMPLEMENTED = "is not implemented yet"      # a lost test's feedback: the learner's function still raises NotImplementedError
 OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 
 # The words every format uses (terminal, HTML, JUnit, Gradescope, PrairieLearn, GitHub, the watcher).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 
-from grader.schema.report import NOT_GRADED, ScoreReport, Status, TestResult, location_text, points_text
+from grader.schema.report import NOT_GRADED, NOT_IMPLEMENTED, ScoreReport, Status, TestResult, location_text, points_text
 from grader.session.submission import StudentError, SubmissionFailure
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
@@ -45,7 +45,7 @@ def exception_outcome(when: str, exc: BaseException | None, hidden: bool) -> tup
     if isinstance(exc, StudentImportError):
         return "error", str(exc), True
     if isinstance(exc, StudentError) and exc.not_implemented:
-        return "failed", f"{exc.function}() is not implemented yet: {exc.info['message']}", True
+        return "failed", f"{exc.function}() {NOT_IMPLEMENTED}: {exc.info['message']}", True
     if isinstance(exc, SubmissionFailure):
         return exc.status, str(exc), True
     if exc is not None and is_test_timeout(exc):

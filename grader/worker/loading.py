@@ -15,6 +15,7 @@ from types import ModuleType, TracebackType
 from typing import TypedDict
 
 MESSAGE_LIMIT = 1500
+NOT_IMPORTED = "could not be imported"       # how the feedback of a module that does not import begins, after its name
 
 
 class StudentImportError(Exception):
@@ -46,7 +47,7 @@ def load_module(path: Path) -> ModuleType:
         raise
     except BaseException as exc:        # SyntaxError, ImportError, SystemExit, ...
         del sys.modules[name]
-        error = StudentImportError(f"{path.name} could not be imported: {format_error(describe(exc, path))}")
+        error = StudentImportError(f"{path.name} {NOT_IMPORTED}: {format_error(describe(exc, path))}")
         raise error.with_traceback(learner_traceback(exc.__traceback__, path)) from None
     return module
 
