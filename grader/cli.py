@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("task", nargs="?", metavar="TASK", help="task name or number (default: the first not complete)")
     watch.add_argument("--impl", type=Path, default=COURSE.exercises, help="tree to watch (default: exercises/)")
     watch.add_argument("--lang", choices=("en", "zh-CN"), help="language of the hints (default: from the locale)")
+    watch.add_argument("--concept", metavar="NAME", help="the concept to show first (a README section, or the start "
+                                                          "of its name; the n and p keys move on)")
     watch.set_defaults(command=_watch)
 
     hint = commands.add_parser("hint", help="the next hint of a concept you are stuck on")
@@ -212,7 +214,12 @@ def _watch(args, tasks, console) -> int:
     if not module.is_file():
         console.print(f"[red]no {escape(task.module)}.py to watch: looked for {escape(str(module))}[/]")
         return USAGE
-    return watch.watch(task, args.impl.resolve(), console, hints.language(args.lang))
+    try:
+        concept = hints.concept_named(task, args.concept) if args.concept else None
+    except KeyError as exc:
+        console.print(f"[red]{escape(exc.args[0])}[/]")
+        return USAGE
+    return watch.watch(task, args.impl.resolve(), console, hints.language(args.lang), concept)
 
 
 def _hint(args, tasks, console) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from grader.course import COURSE
 from grader.learning.session import STOPPED_AT_TIMEOUT, WATCHDOG_MARGIN_S, CheckChild, shares_of
-from grader.session.outcome import NOT_RUN
+from grader.schema.report import NOT_RUN
 
 TASK = COURSE.task_named("01")
 # The visible tests of exercise 01 declare 30 s each (`QUICK` in their file).

@@ -1,6 +1,8 @@
 """`grader watch` driven as a person would, in a real terminal (tmux): start it on the stub, save a
-fix, a syntax error, an endless loop and the stub again, read the screen after each save, then
-leave with Ctrl-C; that test skips, saying why, where tmux is not installed (.ci/run installs it).
+fix, a syntax error, an endless loop, the stub again and wrong answers, read the screen after each
+save, then leave with Ctrl-C; on exercise 04, follow the focus from concept to concept as the
+learner fixes one, moves it with --concept and the n key, and is hinted at the focused one only.
+Those tests skip, saying why, where tmux is not installed (.ci/run installs it).
 Also: a kill or a hang-up ends the watcher without leaving its scratch folder, and importing the
 watch loop loads no library that reads its thread count on loading."""
 import os
@@ -17,6 +19,7 @@ import pytest
 
 from grader.course import COURSE
 from grader.learning.progress import HINT_AFTER_FAILING_RUNS
+from grader.readme import concepts_of
 
 TASK = COURSE.task_named("01")
 STARTUP_S = 120          # the first screen: torch and the libraries imported on a loaded 2-core box
@@ -66,16 +69,21 @@ def first_hint(concept: str) -> str:
     return re.search(r"^1\. (.+)$", section, re.M).group(1)
 
 
-@pytest.fixture
-def terminal(tmp_path):
-    module = tmp_path / "impl" / TASK.name / f"{TASK.module}.py"
+def watching(tmp_path: Path, task, source: str, *options: str) -> tuple[Terminal, Path]:
+    """`grader watch` of `task` in a terminal, on a copy of the module holding `source`."""
+    module = tmp_path / "impl" / task.name / f"{task.module}.py"
     module.parent.mkdir(parents=True)
-    shutil.copy(COURSE.exercises / TASK.name / module.name, module)
+    module.write_text(source, encoding="utf-8")
     env = {"GRADER_PROGRESS": str(tmp_path / "progress.json"), "GRADER_LANG": "en", "OMP_NUM_THREADS": "1",
            "PATH": os.environ["PATH"]}
     grader = Path(sys.executable).with_name("grader")
-    term = Terminal(f"{shlex.quote(str(grader))} watch {TASK.name[:2]} --impl {shlex.quote(str(module.parent.parent))}",
-                    env)
+    command = [str(grader), "watch", task.name[:2], "--impl", str(module.parent.parent), *options]
+    return Terminal(shlex.join(command), env), module
+
+
+@pytest.fixture
+def terminal(tmp_path):
+    term, module = watching(tmp_path, TASK, (COURSE.exercises / TASK.name / f"{TASK.module}.py").read_text(encoding="utf-8"))
     yield term, module
     term.close()
 
@@ -89,7 +97,7 @@ def test_watch_follows_the_learners_saves(terminal):
     term, module = terminal
     screen = term.wait_for(r"check 1 at .*points", STARTUP_S)
     assert "0 / 14.5 points" in screen
-    assert "first to fix: failed" in screen and "is not implemented yet" in screen
+    assert re.search(r"focus: .* · failed", screen) and "is not implemented yet" in screen
     assert re.search(r"Your line \d+, in softmax", screen)
     assert "Stable softmax" in screen and "to fix" in screen
     assert "hint 1 of" not in screen, "no hint before a concept has failed three runs"
@@ -108,7 +116,7 @@ def test_watch_follows_the_learners_saves(terminal):
     save(module, reference.replace("def softmax(x, axis=-1):\n", "def softmax(x, axis=-1):\n    while True:\n"
                                                                   "        pass\n", 1))
     screen = term.wait_for(r"check 4 at .*points", HANG_S)
-    assert "first to fix: timeout" in screen and "did not finish in time" in screen
+    assert re.search(r"focus: .* · timeout", screen) and "did not finish in time" in screen, screen
     assert "stopped after a test ran past its time limit" in screen
 
     # The stub again: a concept not started (NotImplementedError) is no work on it, and gets no hint.
@@ -129,6 +137,61 @@ def test_watch_follows_the_learners_saves(terminal):
     screen = term.wait_for(r"\[exited \d+\]", 15)
     assert "stopped watching." in screen and "[exited 0]" in screen
     assert "Traceback" not in screen
+
+
+MEMORY = COURSE.task_named("04")
+# Wrong answers to three of 04's concepts, each appended to the reference (a later definition wins).
+WRONG = {"Decode and prefill": "def decode_ms_per_token(n_params, bytes_per_param, mem_bandwidth):\n"
+                               "    return n_params * bytes_per_param / mem_bandwidth\n",        # seconds, not ms
+         "Arithmetic intensity": "def ridge_point(peak_flops, mem_bandwidth):\n    return {value}\n",
+         "Which block did the OOM land in?": "def oom_culprit(before, after):\n    return 'weights'\n"}
+
+
+def memory_module(*broken: str, ridge: float = 0.0) -> str:
+    reference = (COURSE.solutions / MEMORY.name / f"{MEMORY.module}.py").read_text(encoding="utf-8")
+    return reference + "".join("\n\n" + WRONG[concept].format(value=ridge) for concept in broken)
+
+
+def focused(screen: str) -> str:
+    """The concept the screen marks as focused, and says is."""
+    marked = re.search(r"▶ (.+?)\s*│", screen)
+    said = re.search(r"focus: (.+?) · ", screen)
+    assert marked and said and marked.group(1).strip() == said.group(1).strip(), screen
+    return said.group(1).strip()
+
+
+@needs_tmux
+def test_the_focus_follows_the_concept_being_worked_on_and_hints_only_at_it(tmp_path):
+    """Three concepts of 04 wrong: started on the last (--concept), n moves round to the first
+    failing in the README's order; fixing it moves the focus to the next failing one; the third
+    failing check of that one brings its hint, and none of the other, also failing three times."""
+    term, module = watching(tmp_path, MEMORY, memory_module(*WRONG), "--concept", "which block")
+    try:
+        screen = term.wait_for(r"check 1 at .*points", STARTUP_S)
+        assert focused(screen) == "Which block did the OOM land in?"
+        readme_order = [c for c in concepts_of(MEMORY) if c in screen]
+        assert readme_order.index("Decode and prefill") < readme_order.index("Arithmetic intensity")
+        for concept in WRONG:          # every failing concept listed with its reason
+            assert re.search(rf"{re.escape(concept)}\s*│\s*0 / [\d.]+\s*│\s*to fix\s*│\s*\S", screen), screen
+        assert "hint 1 of" not in screen
+
+        term.keys("n")                 # round the end: the first failing concept in the README's order
+        screen = term.wait_for(r"focus: Decode and prefill · ", CHECK_S)
+        assert focused(screen) == "Decode and prefill" and "check 1 at" in screen
+
+        save(module, memory_module("Arithmetic intensity", "Which block did the OOM land in?"))
+        screen = term.wait_for(r"check 2 at .*points", CHECK_S)
+        assert focused(screen) == "Arithmetic intensity", "fixed: on to the next failing concept in the README's order"
+        assert "hint 1 of" not in screen
+
+        assert HINT_AFTER_FAILING_RUNS == 3
+        save(module, memory_module("Arithmetic intensity", "Which block did the OOM land in?", ridge=1.0))
+        screen = term.wait_for(r"check 3 at .*points", CHECK_S)
+        assert focused(screen) == "Arithmetic intensity"
+        assert "hint 1 of" in screen and "· Arithmetic intensity" in screen, screen
+        assert "· Which block" not in screen.split("hint 1 of", 1)[1], "a hint for a concept not in focus"
+    finally:
+        term.close()
 
 
 @pytest.mark.parametrize("ending", ["SIGTERM", "SIGHUP"])

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.course import COURSE
-from grader.schema.report import NOT_IMPLEMENTED, ScoreReport, write_text_atomically
+from grader.schema.report import NOT_IMPLEMENTED, NOT_RUN, ScoreReport, write_text_atomically
 from grader.worker.loading import NOT_IMPORTED
 
 PROGRESS_FILE = ".grader-progress.json"
@@ -151,14 +151,20 @@ def concept_results(tests) -> dict[str, tuple[float, float, bool]]:
 
 def unreached_concepts(tests) -> set[str]:
     """The concepts whose lost tests all stopped before the learner's code for them ran: a
-    function still raising NotImplementedError, a module that does not import."""
+    function still raising NotImplementedError, a module that does not import, a check that ended
+    before the test ran."""
     lost: dict[str, bool] = {}
     for test in tests:
         if test.lost:
             name = test.concept or test.title
-            stopped = NOT_IMPLEMENTED in test.feedback or (test.status == "error" and NOT_IMPORTED in test.feedback)
-            lost[name] = lost.get(name, True) and stopped
+            lost[name] = lost.get(name, True) and not reached(test)
     return {name for name, stopped in lost.items() if stopped}
+
+
+def reached(test) -> bool:
+    """Whether a lost test ran the learner's code it checks (see `unreached_concepts`)."""
+    return not (NOT_IMPLEMENTED in test.feedback or test.feedback == NOT_RUN
+                or (test.status == "error" and NOT_IMPORTED in test.feedback))
 
 
 def _fold(concept: ConceptProgress, points: float, max_points: float, passed: bool, stamp: str,

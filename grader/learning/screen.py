@@ -1,5 +1,6 @@
-"""What the learner's loop shows: a check's table per concept, the first failing test with the
-learner's own line, and a hint. Learner text (feedback, code, printed output) is always `Text`,
+"""What the learner's loop shows: a check's table per concept in the README's order (each failing
+one with its reason), the focused concept's first failing test in full with the learner's own
+line, and a hint. Learner text (feedback, code, printed output) is always `Text`,
 never read as rich markup."""
 from __future__ import annotations
 
@@ -7,46 +8,73 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from grader.learning.focus import Focus, concept_of
 from grader.learning.hints import Hint, next_command
 from grader.learning.progress import concept_results
-from grader.schema.report import ScoreReport, TaskResult, location_text
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
-FEEDBACK_LINES = 12          # the first failing test's feedback, cut to what a screen holds
+MIN_REASON_CHARS = 12        # a failing concept's one-line reason in the table, however narrow the terminal
+CUT = "…"                    # marks text cut short
 
 
-def concept_table(task: TaskResult) -> Table:
+def clipped(text: str, limit: int) -> str:
+    """The first line of `text`, at most `limit` characters, with a mark where anything was left out."""
+    lines = text.strip().splitlines() or [""]
+    line = lines[0]
+    if len(line) > limit:
+        return line[:limit - 1].rstrip() + CUT
+    return line + (f" {CUT}" if len(lines) > 1 else "")
+
+
+def concept_table(task: TaskResult, focus: Focus, width: int) -> Table:
+    """Every concept in the README's order, the focused one marked; a failing one with its reason,
+    one line of a terminal `width` wide, cut with a mark."""
+    names = focus.ordered(task)
+    results = concept_results(task.tests)
+    points = {name: f"{results[name][0]:g} / {results[name][1]:g}" for name in names}
+    widths = (max([len("concept"), *(len(name) + 2 for name in names)]), max([len("points"), *map(len, points.values())]),
+              len("to fix"))
+    reason_chars = max(MIN_REASON_CHARS, width - sum(widths) - 13)     # 13: four columns' borders and padding
     table = Table()
-    table.add_column("concept")
-    table.add_column("points", justify="right")
-    table.add_column("")
-    for name, (points, max_points, passed) in concept_results(task.tests).items():
-        table.add_row(Text(name), f"{points:g} / {max_points:g}",
-                      Text("done", style="green") if passed else Text("to fix", style="red"))
+    table.add_column("concept", no_wrap=True)
+    table.add_column("points", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("why")
+    for name in names:
+        passed = results[name][2]
+        first_lost = next(t for t in task.tests if t.lost and concept_of(t) == name) if not passed else None
+        focused = name == focus.concept
+        table.add_row(Text(("▶ " if focused else "  ") + name, style="bold" if focused else ""),
+                      points[name],
+                      Text("done", style="green") if passed else Text("to fix", style="red"),
+                      Text(clipped(first_lost.feedback, reason_chars), style="dim") if first_lost else Text(""))
     return table
 
 
-def first_failure(task: TaskResult) -> Group | None:
-    """The first lost test: its status and title, its feedback, and the learner's line it points at."""
-    test = next((t for t in task.tests if t.lost), None)
-    if test is None:
-        return None
+def focused_failure(task: TaskResult, focus: Focus) -> Group | None:
+    """The focused concept's first lost test, in full: its status and title, its feedback, and the
+    learner's line it points at (one error that stopped every test is shown as that)."""
     lost = [t for t in task.tests if t.lost]
+    if not lost:
+        return None
+    test = next((t for t in lost if concept_of(t) == focus.concept), lost[0])
     if test.status == "error" and all(t.status == "error" and t.feedback == test.feedback for t in lost):
         heading = Text(f"every test stopped at the same error ({len(lost)} tests):", style="bold red")
     else:                 # (a module that does not import, say: one error, not the first test's fault)
-        heading = Text.assemble(("first to fix: ", "bold"), (test.status, _STATUS_STYLE.get(test.status, "")), " ",
-                                test.title, (f"  [{test.concept}]" if test.concept else "", "dim"))
-    parts = [heading]
-    lines = test.feedback.splitlines()
-    shown = lines[:FEEDBACK_LINES] + (["..."] if len(lines) > FEEDBACK_LINES else [])
-    parts.append(Text("\n".join("  " + line for line in shown)))
+        heading = Text.assemble(("focus: ", "bold"), (concept_of(test), "bold"), " · ",
+                                (test.status, _STATUS_STYLE.get(test.status, "")), " ", test.title)
+    return Group(heading, *_details(test))
+
+
+def _details(test: TestResult) -> list[Text]:
+    parts = [Text("\n".join("  " + line for line in test.feedback.splitlines()))]
     if test.location:
         parts.append(Text("  " + location_text(test.location), style="cyan"))
     if test.output:
         parts.append(Text("  printed: " + test.output.strip()[-300:].replace("\n", "\n  "), style="dim"))
-    return Group(*parts)
+    return parts
 
 
 def hint_text(task_name: str, hint: Hint) -> Text:
@@ -56,13 +84,14 @@ def hint_text(task_name: str, hint: Hint) -> Text:
                                                                "for the next one)", "dim"))
 
 
-def check_screen(report: ScoreReport, task_name: str, header: Text, hint: Hint | None, footer: str) -> Group:
-    """The whole screen after one check."""
+def check_screen(report: ScoreReport, task_name: str, header: Text, hint: Hint | None, footer: str,
+                 focus: Focus, width: int) -> Group:
+    """The whole screen after one check, for a terminal `width` wide."""
     parts: list[RenderableType] = [header]
     task = report.task(task_name)
     if task is not None and task.tests:
-        parts.append(concept_table(task))
-        failure = first_failure(task)
+        parts.append(concept_table(task, focus, width))
+        failure = focused_failure(task, focus)
         parts.append(failure if failure is not None else Text("every visible test passed", style="bold green"))
     if hint is not None:
         parts.append(hint_text(task_name, hint))

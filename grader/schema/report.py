@@ -43,6 +43,7 @@ REPORT_NAME = "score_report.json"        # a grading's report, in its folder
 SCHEMA_VERSION = 1
 Status = Literal["passed", "failed", "error", "skipped", "timeout", "crashed"]
 STATUSES: tuple[Status, ...] = get_args(Status)
+NOT_RUN = "not graded: the grading ended before this test ran"      # a test the grading stopped short of
 NOT_IMPLEMENTED = "is not implemented yet"      # a lost test's feedback: the learner's function still raises NotImplementedError
 OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 

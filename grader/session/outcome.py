@@ -15,7 +15,6 @@ from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 
 GPU_SKIP_REASON = NOT_GRADED      # the feedback of a GPU test skipped on a machine without CUDA
-NOT_RUN = "not graded: the grading ended before this test ran"
 FEEDBACK_LIMIT = 2000
 OUTPUT_LIMIT = 2000
 ARTIFACT_LIMIT = 64 * 1024      # bytes of JSON per artifact: a curve or a table, not a dump

@@ -26,6 +26,7 @@ from grader.isolation import levels, uid_jail
 from grader.isolation.worker_host import WorkerSpec
 from grader.schema.record import git_commit, new_run_id, run_record
 from grader.schema.report import (
+    NOT_RUN,
     ModuleInfo,
     ScoreReport,
     TaskResult,
@@ -36,7 +37,6 @@ from grader.session import intake
 from grader.session.intake import read_module
 from grader.session.outcome import (
     GPU_SKIP_REASON,
-    NOT_RUN,
     OUTPUT_LIMIT,
     as_artifacts,
     failure_text,
