@@ -1,11 +1,15 @@
 """The helpers the hidden suites share: library notices stay out of feedback while a block runs,
-and torch runs one thread there; both leave the process as they found it."""
+and torch runs one thread there; both leave the process as they found it. A test's title is its
+docstring's whole first sentence, and a value cut short in a message says so."""
 import warnings
 
+import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
+from grader.suite.checks import shown
 from grader.suite.helpers import one_torch_thread, quiet_libraries
+from grader.suite.metadata import of_function
 
 
 def test_quiet_libraries_silences_warnings_and_transformers_then_restores_them():
@@ -34,3 +38,21 @@ def test_one_torch_thread_inside_the_block_only():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_title_is_the_first_paragraph_of_the_docstring_on_one_line():
+    def test_vectorised():
+        """every table built with groupby, merge and arithmetic on whole columns: no iterrows, apply(axis=1),
+        apply of a Python function row by row
+
+        The rest explains."""
+
+    assert of_function(test_vectorised).title == ("every table built with groupby, merge and arithmetic on whole "
+                                                  "columns: no iterrows, apply(axis=1), apply of a Python function "
+                                                  "row by row")
+
+
+def test_a_value_cut_short_is_marked_and_a_numpy_scalar_reads_as_python():
+    long = {"lost": list(range(100))}
+    assert shown(long, 40) == repr(long)[:39] + "…" and len(shown(long, 40)) == 40
+    assert shown(np.float64(0.5)) == "0.5" and shown([1, 2]) == "[1, 2]"

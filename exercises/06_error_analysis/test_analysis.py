@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from grader.course import COURSE
-from grader.suite.checks import sibling_module
+from grader.suite.checks import shown, sibling_module
 from grader.suite.learner_files import learner_file
 from grader.suite.plot_reading import read_figure
 
@@ -260,7 +260,7 @@ def test_lost_and_gained_leave_out_unchanged_questions(submission, tmp_path):
                     "gained": sorted(i for i, n, b in zip(truth["id"], new, base) if n and not b)}
         got = call(submission, "lost_and_gained", ["lost", "gained"], new_path, base_path, normalize)
         what = f"lost_and_gained(new, base, {normalize})"
-        assert isinstance(got, dict) and {"lost", "gained"} <= set(got), f"{what} returned {got!r:.80}"
+        assert isinstance(got, dict) and {"lost", "gained"} <= set(got), f"{what} returned {shown(got, 80)}"
         for side in ("lost", "gained"):
             ids = list(got[side])
             assert sorted(ids) == expected[side], \
@@ -319,7 +319,7 @@ def test_overall_weighs_every_question_the_same(submission, tmp_path):
     questions = planted(rng, "large", (30, 900), "B" * 22 + "G" * 8 + "N" * 10) + planted(rng, "small", (30, 900), "LLLLN")
     new_path, base_path, truth = write_runs(tmp_path, questions, 66)
     got = call(submission, "overall", TABLE, new_path, base_path)
-    assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {got!r:.80}, expected a dict of {TABLE}"
+    assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {shown(got, 80)}, expected a dict of {TABLE}"
     expected = {"n": len(truth), "accuracy": truth["correct"].mean(), "accuracy_base": truth["correct_base"].mean()}
     expected["delta"] = expected["accuracy"] - expected["accuracy_base"]
     for key, value in expected.items():
@@ -444,7 +444,7 @@ def test_largest_drop_is_none_when_nothing_drops(submission, tmp_path):
         + planted(rng, "south", LONG_PROMPTS, "BBLGNNN")
     new_path, base_path, _ = write_runs(tmp_path, questions, 76)
     got = call(submission, "largest_drop", SLICE_KEEP, new_path, base_path, SLICE_EDGES, min_count=5)
-    assert got is None, f"largest_drop(min_count=5) returned {got!r:.120}: no slice of at least 5 questions drops, " \
+    assert got is None, f"largest_drop(min_count=5) returned {shown(got, 120)}: no slice of at least 5 questions drops, " \
                         "expected None"
 
 
@@ -497,7 +497,7 @@ def test_bootstrap_follows_the_recipe(submission, tmp_path):
         what = f"paired_bootstrap(where={where or None}, n_resamples={n_resamples}, alpha={alpha}, seed={seed})"
         got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, where or None, n_resamples=n_resamples,
                    alpha=alpha, seed=seed)
-        assert isinstance(got, dict) and set(BOOT) <= set(got), f"{what} returned {got!r:.80}, expected a dict of {BOOT}"
+        assert isinstance(got, dict) and set(BOOT) <= set(got), f"{what} returned {shown(got, 80)}, expected a dict of {BOOT}"
         assert got["n"] == expected["n"], f"{what}: n is {got['n']!r}, expected {expected['n']} (the bounds are inclusive)"
         for key in ("delta", "low", "high"):
             assert same(got[key], expected[key]), \
@@ -615,7 +615,7 @@ def test_table_functions_run_no_python_per_row(submission, tmp_path):
     why = " (the source is read once the values are right)"
     got = call(submission, "lost_and_gained", ["lost", "gained"], *two_runs(tmp_path))
     assert isinstance(got, dict) and sorted(got.get("lost", [])) == ["a2", "b1", "b2"] \
-        and sorted(got.get("gained", [])) == ["a1"], f"lost_and_gained returned {got!r:.80}" + why
+        and sorted(got.get("gained", [])) == ["a1"], f"lost_and_gained returned {shown(got, 80)}" + why
     rows = rows_of(submission, "accuracy_by", ["category", "n"], *two_runs(tmp_path), "category", what="accuracy_by" + why)
     assert sorted((row["category"], row["n"]) for row in rows) == [("code", 2), ("math", 2)], \
         f"accuracy_by(new, base, 'category'): (category, n) is {[(row['category'], row['n']) for row in rows]}" + why

@@ -176,3 +176,9 @@ def _at(which: str, index: tuple[int, ...]) -> str:
 def plain(value) -> str:
     """A value as the learner would write it: 8.0 and True, not np.float64(8.0) and np.True_."""
     return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def shown(value, limit: int = 120) -> str:
+    """`plain(value)` in at most `limit` characters, with a mark where the rest was left out."""
+    text = plain(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"

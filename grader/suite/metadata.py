@@ -41,5 +41,6 @@ def _meta(marks: Iterable, function, name: str) -> TestMeta:
 
 
 def _title(function, name: str) -> str:
+    """The docstring's first paragraph on one line (a sentence wrapped in the source is whole), else the name."""
     doc = (getattr(function, "__doc__", None) or "").strip()
-    return doc.splitlines()[0] if doc else name.removeprefix("test_").replace("_", " ")
+    return " ".join(doc.split("\n\n", 1)[0].split()) if doc else name.removeprefix("test_").replace("_", " ")

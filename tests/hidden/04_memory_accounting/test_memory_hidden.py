@@ -22,7 +22,7 @@ import pytest
 
 from grader.course import COURSE
 from grader.session.submission import StudentError
-from grader.suite.checks import sibling_module
+from grader.suite.checks import shown, sibling_module
 from grader.worker.loading import load_module
 
 oracles = sibling_module(__file__, "oracles")
@@ -479,7 +479,7 @@ STATE_KEYS = {"weights", "grads", "master_weights", "optimizer", "lora", "total"
 def state_of(submission, config, **kwargs):
     state = submission.training_memory(config, **kwargs)
     assert isinstance(state, dict) and set(state) == STATE_KEYS, \
-        f"training_memory must return a dict with keys {sorted(STATE_KEYS)}, got {state!r:.200}"
+        f"training_memory must return a dict with keys {sorted(STATE_KEYS)}, got {shown(state, 200)}"
     return state
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from grader.course import COURSE
-from grader.suite.checks import sibling_module
+from grader.suite.checks import shown, sibling_module
 from grader.suite.learner_files import learner_file, learner_path
 from grader.suite.plot_reading import FigureUnreadable, read_figure
 from grader.worker.loading import load_module
@@ -241,7 +241,7 @@ def test_paired_on_one_file_holding_both_runs(submission, rng, tmp_path):
 def check_changes(got, known, what):
     __tracebackhide__ = True
     assert isinstance(got, dict) and {"lost", "gained"} <= set(got), \
-        f"{what} returned {got!r:.80}, expected {{'lost': [...], 'gained': [...]}}"
+        f"{what} returned {shown(got, 80)}, expected {{'lost': [...], 'gained': [...]}}"
     expected = {"lost": sorted(known.query("not correct and correct_base")["id"]),
                 "gained": sorted(known.query("correct and not correct_base")["id"])}
     for side, other in (("lost", "gained"), ("gained", "lost")):
@@ -325,7 +325,7 @@ def test_overall_weighs_every_question_the_same(submission, rng, tmp_path):
              runs.Cell(small, runs.LONG, both=2, lost=6, gained=1, neither=int(rng.integers(8, 12)))]
     (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells)
     got = call(submission, "overall", TABLE, new_path, base_path)
-    assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {got!r:.80}, expected a dict of {TABLE}"
+    assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {shown(got, 80)}, expected a dict of {TABLE}"
     expected = {"n": len(known), "accuracy": float(known["correct"].mean()),
                 "accuracy_base": float(known["correct_base"].mean())}
     expected["delta"] = expected["accuracy"] - expected["accuracy_base"]
@@ -474,7 +474,7 @@ def test_largest_drop_is_none_when_nothing_drops(submission, rng, tmp_path):
     (new_path, base_path), _ = runs.planted_run(tmp_path, rng, cells)
     got = call(submission, "largest_drop", ["category", "low", "high", *TABLE], new_path, base_path, [0, 2000, 8000],
                min_count=min_count)
-    assert got is None, f"largest_drop(min_count={min_count}) returned {got!r:.120}: no slice of at least " \
+    assert got is None, f"largest_drop(min_count={min_count}) returned {shown(got, 120)}: no slice of at least " \
                         f"{min_count} questions drops, expected None"
 
 
@@ -502,7 +502,7 @@ BOOT = ["n", "delta", "low", "high", "significant"]
 
 def check_bootstrap(got, expected, what):
     __tracebackhide__ = True
-    assert isinstance(got, dict) and set(BOOT) <= set(got), f"{what} returned {got!r:.80}, expected a dict of {BOOT}"
+    assert isinstance(got, dict) and set(BOOT) <= set(got), f"{what} returned {shown(got, 80)}, expected a dict of {BOOT}"
     assert got["n"] == expected["n"], f"{what}: n is {got['n']!r}, expected {expected['n']} selected questions"
     assert same(got["delta"], expected["delta"]), f"{what}: delta is {got['delta']!r}, expected {expected['delta']!r}"
     for key in ("low", "high"):
