@@ -118,6 +118,7 @@ def test_watch_follows_the_learners_saves(terminal):
     screen = term.wait_for(r"check 4 at .*points", HANG_S)
     assert re.search(r"focus: .* · timeout", screen) and "did not finish in time" in screen, screen
     assert "stopped after a test ran past its time limit" in screen
+    assert re.search(r"Your line \d+, in softmax: (while True:|pass)", screen), "the hang is pointed at the loop"
 
     # The stub again: a concept not started (NotImplementedError) is no work on it, and gets no hint.
     save(module, (COURSE.exercises / TASK.name / module.name).read_text(encoding="utf-8"))

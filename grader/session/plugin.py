@@ -49,7 +49,8 @@ from grader.session.outcome import (
 from grader.session.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
 from grader.spec import GradingSpec
 from grader.suite import metadata
-from grader.worker.loading import Location, StudentImportError, function_location
+from grader.worker.dispatch import is_test_timeout
+from grader.worker.loading import Location, StudentImportError, function_location, stopped_at
 
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
@@ -344,13 +345,20 @@ def _learner_frames(excinfo) -> list[dict]:
 
 def _learner_location(item, excinfo) -> Location | None:
     """The learner's line a failure points at: the deepest frame of their file when their code
-    raised, else the line that gave the result of the last function of theirs the test called
-    (see `function_location`; whose result was wrong, or which hung or crashed its worker)."""
+    raised, or was running when the test's time limit stopped it in this process; else the line
+    that gave the result of the last function of theirs the test called (see `function_location`;
+    whose result was wrong, or which hung or crashed its worker)."""
     if frames := _learner_frames(excinfo):
         frame = frames[-1]
         return Location(line=frame["line"], function=frame["function"], code=frame["code"])
     submission = item.stash.get(_SUBMISSION, None)
-    if submission is None or submission.last_called is None:
+    if submission is None:
+        return None
+    if excinfo is not None and is_test_timeout(excinfo.value):
+        where = stopped_at(excinfo.value.__traceback__, submission.module_path)
+        if where is not None:
+            return where
+    if submission.last_called is None:
         return None
     return function_location(submission.module_path, submission.last_called)
 
