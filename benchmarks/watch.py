@@ -6,7 +6,8 @@ reference is written over the stub and the time from that write to the reference
 the screen is taken (then the stub again, and so on, `--saves` times). Each save comes a moment
 after the screen before it (`--read`, 2 s by default), as a person reads a result before saving
 again: the watcher forks the next check's children in that moment. Beside it: the time a cold
-`pytest exercises/NN` takes on the same reference.
+`pytest exercises/NN` takes on the same reference, and `grader check NN` on the stub against the
+time its tests took (its own summary line): what a check costs beyond its tests.
 
     python benchmarks/watch.py                   # every exercise
     python benchmarks/watch.py --tasks 01 --saves 5
@@ -97,6 +98,17 @@ def cold_pytest(task) -> float:
         return time.perf_counter() - start
 
 
+def stub_check(task) -> tuple[float, float]:
+    """(wall seconds, seconds its tests took by pytest's summary) of `grader check NN` on the stub."""
+    grader = Path(sys.executable).with_name("grader")
+    start = time.perf_counter()
+    done = subprocess.run([str(grader), "check", task.name[:2]], cwd=COURSE.root, env=ENV, capture_output=True,
+                          text=True, check=False)
+    wall = time.perf_counter() - start
+    tests = re.findall(r" in ([\d.]+)s", done.stdout)
+    return wall, float(tests[-1]) if tests else float("nan")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=[], help="exercises to time (default: every one)")
@@ -104,14 +116,16 @@ def main():
     parser.add_argument("--read", type=float, default=2.0, metavar="SECONDS",
                         help="pause between a screen and the next save (default 2)")
     args = parser.parse_args()
-    print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12}")
-    print(f"{'':<22} {'':>13} {'median (min-max)':>24} {'median':>12} {'':>12}")
+    print(f"{'exercise':<22} {'first screen':>13} {'save -> result':>24} {'check alone':>12} {'cold pytest':>12} "
+          f"{'grader check, stub':>20}")
+    print(f"{'':<22} {'':>13} {'median (min-max)':>24} {'median':>12} {'':>12} {'(its tests)':>20}")
     for task in [COURSE.task_named(t) for t in args.tasks] or list(COURSE.tasks()):
         first, to_screen, in_check = time_saves(task, args.saves, args.read)
         cold = cold_pytest(task)
+        check, tests = stub_check(task)
         spread = f"{statistics.median(to_screen):.2f} s ({min(to_screen):.2f}-{max(to_screen):.2f})"
-        print(f"{task.name:<22} {first:>11.1f} s {spread:>24} {statistics.median(in_check):>10.2f} s {cold:>10.2f} s",
-              flush=True)
+        print(f"{task.name:<22} {first:>11.1f} s {spread:>24} {statistics.median(in_check):>10.2f} s {cold:>10.2f} s "
+              f"{f'{check:.2f} s ({tests:.2f} s)':>20}", flush=True)
     print("budget: save -> result <= 2 s once the libraries are imported (first screen: imports included)")
 
 

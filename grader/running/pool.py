@@ -47,6 +47,7 @@ from grader.running.threads import ONE_THREAD_ENV
 DIED = "died"          # exit status of a grading whose process died under it
 TIMED_OUT = "timeout"
 SESSION_DIED = "session died"     # exit status of one task's session killed under its pool process
+PRELOAD_ENV = "GRADER_POOL_PRELOAD"   # "0": a pool process that imports no library ahead of its session
 BASE_LIBRARIES = ("numpy", "torch", "transformers", "transformers.models.llama.modeling_llama", "hypothesis",
                   "grader.session.plugin")
 
@@ -71,6 +72,10 @@ class PytestPool:
         queue = list(enumerate(jobs))
         lock = threading.Lock()
         env = {CONCURRENT_GRADINGS_ENV: str(self.concurrent or min(self.size, len(jobs)))}
+        # The libraries every suite needs pay off imported once when a pool process serves several
+        # sessions; a single one (`grader check NN`) imports only what its own task needs.
+        sessions = sum(len(session_args) for session_args, _ in jobs)
+        env[PRELOAD_ENV] = "1" if sessions > 1 else "0"
 
         def serve():
             child = None
@@ -175,7 +180,7 @@ def _echo_new(log_path: Path, shown: int, stream) -> int:
 
 def _serve() -> None:
     import pytest
-    for name in BASE_LIBRARIES:           # what every task's session needs, imported once and shared
+    for name in BASE_LIBRARIES if os.environ.get(PRELOAD_ENV) != "0" else ():   # imported once and shared
         importlib.import_module(name)
     worker_runtime()     # made here, once: a session's own would outlive it (a forked child ends by os._exit)
     replies = os.fdopen(os.dup(1), "w")
