@@ -145,8 +145,8 @@ def _batch_options(grade) -> None:
     grade.add_argument("--executor", choices=("local", "slurm"), default="local",
                        help="where the gradings run: here, --jobs at a time (local, the default), or as a Slurm "
                             "job array, waiting for it (slurm; --out-dir on a file system the nodes share)")
-    slurm = grade.add_argument_group("--executor slurm (defaults from a grading's budget: "
-                                     "docs/instructor/large-class.md)")
+    slurm = grade.add_argument_group("--executor slurm (defaults from a grading's budget: the instructors' guide, "
+                                     "\"Large classes\")")
     slurm.add_argument("--partition", help="the Slurm partition (default: the cluster's default)")
     slurm.add_argument("--time-limit", type=int, metavar="MINUTES", help="of each array task")
     slurm.add_argument("--mem-gb", type=float, help="memory of each array task")

@@ -1,5 +1,6 @@
 """`grader release`: the student repository works on a fresh install, runs its fork CI, carries a
-Classroom workflow in Classroom's shape, and holds no byte of a hidden suite or a reference.
+Classroom workflow in Classroom's shape, holds no byte of a hidden suite or a reference, and reads
+on its own: no text a learner can read names a file the release does not hold.
 
 The fresh install downloads nothing: a new virtual environment sees this interpreter's
 site-packages through a .pth file (the pinned libraries), and the release is installed into it
@@ -246,6 +247,61 @@ def test_the_leak_search_finds_a_planted_leak(tmp_path, course_secrets):
     found = leaks(tmp_path, course_secrets)
     assert any("hidden line" in f for f in found) and any("reference body" in f for f in found)
     assert any("a copy of a hidden or reference file" in f for f in found)
+
+
+# A reference in a text or a message: a path with a folder, or a file name, with an extension a file of the course has.
+FILE_REFERENCE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)+[\w.-]+\.(?:py|md|json|jsonl|csv|txt|toml|yml|yaml|ipynb)"
+                            r"|[\w-]+\.(?:py|md))\b")
+NOT_THE_RELEASES = {        # names of files a release need not hold, and why
+    "modeling_llama.py": "transformers' own source, installed with it, which exercise 04 asks the learner to read",
+    "pytest_timeout.py": "the plugin's file name, compared with a frame's by the grader, not a reference",
+}
+PLACEHOLDERS = ("out_dir/",)         # what the learner's code writes, where the call says
+
+
+def learner_texts(path: Path) -> list[str]:
+    """What a learner reads of a file: a markdown file whole; of Python, its strings that are not
+    docstrings (the messages it prints, its help)."""
+    if path.suffix == ".md":
+        return [path.read_text(encoding="utf-8")]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def missing_references(root: Path) -> dict[str, list[str]]:
+    """Each file name or path a learner-facing text of the release names that the release does not
+    hold (a path from the release's root or the text's folder; a bare name anywhere below the
+    text's folder, or for the grader's messages anywhere), with the files that name it."""
+    names = {p.name for p in root.rglob("*") if p.is_file()}
+    missing: dict[str, list[str]] = {}
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".md", ".py") and p.is_file()):
+        below = {p.name for p in path.parent.rglob("*")}
+        for text in learner_texts(path):
+            for reference in FILE_REFERENCE.findall(text):
+                bare = "/" not in reference
+                if (root / reference).exists() or (path.parent / reference).exists() \
+                        or (bare and (reference in below or (path.suffix == ".py" and reference in names))) \
+                        or reference in NOT_THE_RELEASES or reference.startswith(PLACEHOLDERS):
+                    continue
+                missing.setdefault(reference, []).append(str(path.relative_to(root)))
+    return missing
+
+
+def test_the_release_names_no_file_it_does_not_hold(release):
+    assert missing_references(release.root) == {}
+
+
+def test_the_reference_check_finds_a_file_the_release_does_not_hold(tmp_path):
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "attention.py").write_text('"""docs/guide.md, in a docstring"""\nMESSAGE = "see docs/guide.md"\n')
+    (tmp_path / "exercises" / "README.md").write_text("Write `attention.py`; run `builder.py`; read `../README.md`.\n")
+    (tmp_path / "README.md").write_text("`exercises/attention.py` and `out_dir/run.json`\n")
+    assert missing_references(tmp_path) == {"docs/guide.md": ["exercises/attention.py"],
+                                            "builder.py": ["exercises/README.md"]}
 
 
 def test_released_data_is_what_the_exercises_name_and_checks_out(release):

@@ -73,7 +73,7 @@ def _kubernetes_options(parser) -> None:
     parser.add_argument("--out-path", default="grading", metavar="DIR", help="the out-dir in the claim (default grading)")
     parser.add_argument("--level", choices=("sandbox", "uid"), default="sandbox",
                         help="the isolation the pods give learner code, and the security context it needs "
-                             "(docs/instructor/large-class.md; default sandbox)")
+                             "(the instructors' guide, \"Large classes\"; default sandbox)")
     parser.add_argument("--jobs", type=int, default=1, help="gradings at once in each pod (its cores and memory follow)")
     _tasks_option(parser, "grade only these tasks")
     parser.add_argument("--gpus", type=int, default=0, help="GPUs of each pod (nvidia.com/gpu; default 0)")

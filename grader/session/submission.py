@@ -276,8 +276,8 @@ class WorkerBackend:
             if self.host.memory_exceeded():
                 return CourseFault(f"the grading worker ran {OUT_OF_MEMORY} (limit {self.host.limits.memory_mb} MB) "
                                    f"while importing the task's libraries, before {name} was imported: this machine "
-                                   "or container is too small for this task (docs/instructor/sandbox.md, \"Memory, "
-                                   "and the sizes the platforms give\")")
+                                   "or container is too small for this task (the instructors' guide to the sandbox, "
+                                   "\"Memory, and the sizes the platforms give\")")
             how = self.host.exit_description(wait_s=1.0)          # ended first, so all it printed is read
             printed = self.output.since(self._host_output_mark).strip()[-2000:] or "nothing"
             return CourseFault(f"the grading worker could not start (it ended: {how}), before {name} was "
