@@ -60,6 +60,30 @@ def concepts_of(task: Task, lang: str = "en") -> list[str]:
     return [heading for heading, _ in sections]
 
 
+GRADED_CHECKS = "What the graded suite checks"      # the section whose table lists the hidden suite's checks
+
+
+def graded_checks(task: Task, lang: str = "en") -> dict[str, list[str]]:
+    """{concept: what the graded suite checks of it}, from the table `| check | section |` of the
+    README's section GRADED_CHECKS (a row naming several sections, comma-separated, counts for
+    each; a section's own name may hold a comma)."""
+    sections = dict(readme_parts(readme_file(task, lang).read_text(encoding="utf-8"))[1])
+    checks: dict[str, list[str]] = {}
+    for line in sections.get(GRADED_CHECKS, "").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").rsplit("|", 1)]     # a check may quote a |
+        if len(cells) != 2 or cells[0] in ("check", "") or set(cells[0]) <= set("-: "):
+            continue
+        named, pending = [], ""
+        for part in cells[1].split(", "):
+            pending = f"{pending}, {part}" if pending else part
+            if pending in sections:
+                named.append(pending)
+                pending = ""
+        for concept in named:
+            checks.setdefault(concept, []).append(cells[0].replace("`", ""))
+    return checks
+
+
 def rules_of(task: Task, lang: str = "en") -> list[Rule]:
     """The rules the README marks, in order of appearance."""
     return marked_rules(readme_file(task, lang).read_text(encoding="utf-8"))

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from grader.course import COURSE, learner_modules
-from grader.readme import concepts_of, marked_rules, rules_of
+from grader.readme import GRADED_CHECKS, concepts_of, graded_checks, marked_rules, rules_of
 from grader.running.variants import INDEPENDENT, REFERENCE, base_source, variants_of
 from grader.worker.loading import load_module
 
@@ -97,6 +97,18 @@ def test_every_test_declares_points_and_a_readme_concept(task):
         assert concept in english, f"{file}::{name}: concept {concept!r} is not a README.md section"
         assert carries(chinese, concept), \
             f"{file}::{name}: README.zh-CN.md has no section for {concept!r}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
+def test_every_row_of_what_the_graded_suite_checks_names_readme_sections(task):
+    """The watcher tells a learner whose visible checks pass what the graded suite checks beyond them,
+    from this table: each row names one or more of the README's sections (a name may hold a comma)."""
+    text = task.readme.read_text(encoding="utf-8")
+    table = text.split(f"## {GRADED_CHECKS}", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| check |")]
+    checks = graded_checks(task)
+    assert rows and set(checks) <= set(concepts_of(task)), set(checks) - set(concepts_of(task))
+    assert sum(map(len, checks.values())) >= len(rows), "a row whose sections are not the README's"
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)

@@ -175,6 +175,9 @@ def test_the_focus_follows_the_concept_being_worked_on_and_hints_only_at_it(tmp_
         for concept in WRONG:          # every failing concept listed with its reason
             assert re.search(rf"{re.escape(concept)}\s*│\s*0 / [\d.]+\s*│\s*to fix\s*│\s*\S", screen), screen
         assert "hint 1 of" not in screen
+        # a passing concept: its visible checks pass, and what the graded suite checks beyond them (the README's list)
+        assert re.search(r"Parameters from a config\s*│[^│]*│\s*passes\s*│\s*visible checks pass", screen), screen
+        assert "passes: the visible checks pass; the graded suite checks more" in " ".join(screen.split())
 
         term.keys("n")                 # round the end: the first failing concept in the README's order
         screen = term.wait_for(r"focus: Decode and prefill · ", CHECK_S)

@@ -177,6 +177,7 @@ SMALL_QWEN2 = {"model_type": "qwen2", "hidden_size": 48, "intermediate_size": 80
                "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 123, "tie_word_embeddings": True}
 SMALL_GEMMA = {"model_type": "gemma", "hidden_size": 40, "intermediate_size": 64, "num_hidden_layers": 2,
                "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 97}
+SMALL_GPT2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40, "vocab_size": 90}
 SMALL_MIXTRAL = {"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 71, "num_local_experts": 3,
                  "num_experts_per_tok": 2, "tie_word_embeddings": False}
@@ -212,11 +213,19 @@ def test_keys_left_out_mean_what_hugging_face_makes_of_them(submission):
 @pytest.mark.concept("LoRA parameters")
 @pytest.mark.timeout(60)
 def test_lora_on_named_layers_and_a_name_the_model_lacks(submission):
-    """["k_proj", "down_proj"] at r=4 on a Qwen2: r (in + out) per adapted layer; a name the model lacks raises
-    ValueError"""
+    """["k_proj", "down_proj"] at r=4 on a Qwen2: r (in + out) per adapted layer; GPT-2's "c_proj" names two layers
+    a block; a Mixtral's every expert and its router; a name the model lacks raises ValueError"""
     got = submission.lora_param_count(SMALL_QWEN2, 4, ["k_proj", "down_proj"])
     expected = lora_count_of(SMALL_QWEN2, 4, ("k_proj", "down_proj"))
     assert got == expected, f"lora_param_count(qwen2, 4, ['k_proj', 'down_proj']): expected {expected:,}, got {got!r}"
+    # per block: the attention's c_proj 32 -> 32, 4 (32 + 32) = 256, and the MLP's c_proj 128 -> 32, 4 (128 + 32) = 640
+    got = submission.lora_param_count(SMALL_GPT2, 4, ["c_proj"])
+    assert got == 2 * (256 + 640), \
+        f"lora_param_count(gpt2, 4, ['c_proj']): expected 1,792 (two c_proj layers a block: one name, two layers), got {got!r}"
+    # per block: q, k, v, o 2 (64 + 48 + 48 + 64) = 448; per expert w1, w3, w2 3 x 2 (32 + 48) = 480; the router 2 (32 + 3)
+    got = submission.lora_param_count(SMALL_MIXTRAL, 2)
+    assert got == 2 * (448 + 3 * 480 + 70), \
+        f"lora_param_count(mixtral of 3 experts, 2): expected 3,916 (every expert's w1, w2, w3 and the router), got {got!r}"
     with pytest.raises(StudentError) as raised:
         submission.lora_param_count(SMALL_QWEN2, 4, ["qkv_proj"])
     assert raised.value.info["type"] == "ValueError", \

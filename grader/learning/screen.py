@@ -17,6 +17,8 @@ _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": 
                  "crashed": "magenta", "skipped": "yellow"}
 MIN_REASON_CHARS = 12        # a failing concept's one-line reason in the table, however narrow the terminal
 CUT = "…"                    # marks text cut short
+PASSES_MEANS = ("passes: the visible checks pass; the graded suite checks more of each concept (the README's last "
+                "section, \"What the graded suite checks\")")
 
 
 def clipped(text: str, limit: int) -> str:
@@ -28,9 +30,10 @@ def clipped(text: str, limit: int) -> str:
     return line + (f" {CUT}" if len(lines) > 1 else "")
 
 
-def concept_table(task: TaskResult, focus: Focus, width: int) -> Table:
-    """Every concept in the README's order, the focused one marked; a failing one with its reason,
-    one line of a terminal `width` wide, cut with a mark."""
+def concept_table(task: TaskResult, focus: Focus, width: int, graded: dict[str, list[str]]) -> Table:
+    """Every concept in the README's order, the focused one marked; a failing one with its reason, a
+    passing one with what the graded suite checks beyond the visible tests (`graded`, the README's
+    list): one line each in a terminal `width` wide, cut with a mark."""
     names = focus.ordered(task)
     results = concept_results(task.tests)
     points = {name: f"{results[name][0]:g} / {results[name][1]:g}" for name in names}
@@ -48,9 +51,14 @@ def concept_table(task: TaskResult, focus: Focus, width: int) -> Table:
         focused = name == focus.concept
         table.add_row(Text(("▶ " if focused else "  ") + name, style="bold" if focused else ""),
                       points[name],
-                      Text("done", style="green") if passed else Text("to fix", style="red"),
-                      Text(clipped(first_lost.feedback, reason_chars), style="dim") if first_lost else Text(""))
+                      Text("passes", style="green") if passed else Text("to fix", style="red"),
+                      Text(clipped(first_lost.feedback if first_lost else _beyond(graded.get(name, [])), reason_chars),
+                           style="dim"))
     return table
+
+
+def _beyond(checks: list[str]) -> str:
+    return "visible checks pass" + (f"; the graded suite also checks {'; '.join(checks)}" if checks else "")
 
 
 def focused_failure(task: TaskResult, focus: Focus) -> Group | None:
@@ -85,14 +93,18 @@ def hint_text(task_name: str, hint: Hint) -> Text:
 
 
 def check_screen(report: ScoreReport, task_name: str, header: Text, hint: Hint | None, footer: str,
-                 focus: Focus, width: int) -> Group:
+                 focus: Focus, width: int, graded: dict[str, list[str]]) -> Group:
     """The whole screen after one check, for a terminal `width` wide."""
     parts: list[RenderableType] = [header]
     task = report.task(task_name)
     if task is not None and task.tests:
-        parts.append(concept_table(task, focus, width))
+        parts.append(concept_table(task, focus, width, graded))
+        if any(not t.lost for t in task.tests if t.graded):
+            parts.append(Text(PASSES_MEANS, style="dim"))
         failure = focused_failure(task, focus)
-        parts.append(failure if failure is not None else Text("every visible test passed", style="bold green"))
+        parts.append(failure if failure is not None else
+                     Text("every visible test passed: the graded suite checks more (the README's last section)",
+                          style="bold green"))
     if hint is not None:
         parts.append(hint_text(task_name, hint))
     parts += [Text.assemble(("problem: ", "bold red"), problem) for problem in report.problems]

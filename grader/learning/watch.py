@@ -29,7 +29,7 @@ from grader.course import COURSE, Task, locate_module
 from grader.learning.focus import Focus
 from grader.learning.hints import Hint
 from grader.learning.warm import import_quietly, warm_up
-from grader.readme import concepts_of
+from grader.readme import concepts_of, graded_checks
 from grader.running.threads import ONE_THREAD_ENV
 from grader.schema.report import ScoreReport
 
@@ -67,6 +67,7 @@ class Watcher:
         self.stop = threading.Event()
         self.hint: Hint | None = None          # the hint offered last, shown until its concept passes
         self.focus = Focus(concepts_of(task), concept)
+        self.graded = graded_checks(task)       # what the hidden suite checks beyond the visible tests, per concept
         self.shown: tuple[ScoreReport, Text] | None = None     # the last check's report and header
         self.leaving = threading.Event()       # set by Ctrl-C, a hang-up or a kill (see `watch`)
 
@@ -179,7 +180,8 @@ class Watcher:
         from grader.learning.screen import check_screen
         self.console.clear()
         self.console.print(check_screen(report, self.task.name, header, self.hint,
-                                        FOOTER.format(module=self.module_path.name), self.focus, self.console.width))
+                                        FOOTER.format(module=self.module_path.name), self.focus, self.console.width,
+                                        self.graded))
 
 
 def watch(task: Task, impl: Path, console: Console, lang: str, concept: str | None = None) -> int:
