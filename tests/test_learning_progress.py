@@ -16,6 +16,7 @@ import pytest
 
 from grader.course import COURSE
 from grader.learning import hints, progress
+from grader.readme import concepts_of
 from grader.schema import report as score
 
 TASK = COURSE.task_named("04")            # its stub fails every visible test in a few seconds
@@ -50,7 +51,8 @@ def test_pytest_in_the_learners_checkout_records_progress_and_hints_only_when_as
     data = json.loads(path.read_text(encoding="utf-8"))["tasks"][TASK.name]
     assert data["runs"] == 3 and data["last_source"] == "pytest"
     concepts = data["concepts"]
-    first = next(iter(concepts))
+    readme_order = [c for c in concepts_of(TASK) if c in concepts]
+    first = readme_order[0]                  # nothing worked on yet: the first failing concept in the README's order
     assert all(c["status"] == "failing" and c["attempts"] == 3 and c["first_passed"] is None
                for c in concepts.values())
     assert not any("hint 1 of" in out.stdout for out in outputs), "a hint for work not started (NotImplementedError)"
@@ -83,7 +85,7 @@ def test_pytest_in_the_learners_checkout_records_progress_and_hints_only_when_as
     assert cells[:6] == [TASK.name, f"0 / {len(concepts)}", f"0 / {max_points:g}", "3", "0", "4"], cells
     assert re.search(r"01_einsum_attention.*not started", table.stdout)
     still_open = " ".join(table.stdout.split()).split(f"{TASK.name}: still open: ", 1)[1]
-    assert still_open.startswith(", ".join(concepts)), still_open
+    assert still_open.startswith(", ".join(readme_order)), still_open
 
     # Not the learner's attempts: the same tests on another tree, and a grading of it.
     before = path.read_text(encoding="utf-8")
@@ -117,6 +119,16 @@ def test_a_concept_not_started_is_never_due_a_hint_and_one_worked_on_is(learner_
     mixed = report_of(stopped("B", 'f() is not implemented yet: ...'), stopped("B", "f(2) returned 5, expected 4"))
     assert progress.unreached_concepts(mixed.tasks[0].tests) == set(), "one test of B ran the learner's code"
     assert progress.unreached_concepts(not_started.tasks[0].tests) == {"A"}
+
+
+def test_a_hint_asked_for_without_a_concept_goes_to_the_first_one_worked_on_in_the_readmes_order(learner_env):
+    first, second, third = list(hints.ladders(TASK, "en"))[:3]
+    progress.record(report_of(stopped(first, "f() is not implemented yet: ..."), stopped(second, "got 3, expected 4"),
+                              stopped(third, "got 5, expected 6")), "test")
+    assert hints.concept_to_work_on(TASK) == second, "the first concept is not started: the second is worked on"
+    progress.record(report_of(stopped(first, "f() is not implemented yet: ..."), result(second, "passed"),
+                              result(third, "passed")), "test")
+    assert hints.concept_to_work_on(TASK) == first, "nothing worked on fails: the first failing one"
 
 
 def test_a_gain_restarts_the_count_and_passing_is_remembered_with_its_first_time(learner_env):

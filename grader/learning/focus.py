@@ -11,13 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.learning.progress import unreached_concepts
+from grader.learning.progress import concept_of, unreached_concepts
 from grader.schema.report import TaskResult
-
-
-def concept_of(test) -> str:
-    """A test's concept; a test without one stands for itself under its title."""
-    return test.concept or test.title
 
 
 @dataclass

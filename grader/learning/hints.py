@@ -98,15 +98,16 @@ def concept_named(task: Task, name: str, lang: str = "en") -> str:
 
 
 def concept_to_work_on(task: Task, lang: str = "en") -> str | None:
-    """Without a concept named, the one to hint at: the first that the last run left failing, else
-    the first never tried (in README order), else None (every concept passed)."""
+    """Without a concept named, the one to hint at, in the README's order: the first that the last
+    run left failing among those worked on (a run reached its code), else the first left failing,
+    else the first never tried, else None (every concept passed)."""
     entry = progress.load().get(task.name)
-    names = list(ladders(task, lang))
+    names = list(ladders(task, lang))            # the hints file follows the README
     seen = entry.concepts if entry else {}
-    # in the order the tests check them, as the offered hints and the first failing test go
-    failing = [n for n in seen if n in names and seen[n].status != progress.PASSED]
+    failing = [n for n in names if n in seen and seen[n].status != progress.PASSED]
+    worked_on = [n for n in failing if seen[n].stuck_runs or seen[n].best_points]
     untried = [n for n in names if n not in seen]
-    return next(iter(failing or untried), None)
+    return next(iter(worked_on or failing or untried), None)
 
 
 def next_command(task_name: str, concept: str) -> str:

@@ -62,7 +62,7 @@ class TaskProgress:
 
     @property
     def still_open(self) -> list[str]:
-        """The concepts the last run left failing, in the README's order."""
+        """The concepts the last run left failing, in the order they were first checked."""
         return [name for name, concept in self.concepts.items() if concept.status != PASSED]
 
     @property
@@ -136,6 +136,11 @@ def record(report: ScoreReport, source: str, now: datetime | None = None) -> dic
     return due
 
 
+def concept_of(test) -> str:
+    """A test's concept; a test without one stands for itself under its title."""
+    return test.concept or test.title
+
+
 def concept_results(tests) -> dict[str, tuple[float, float, bool]]:
     """{concept: (points, max points, all passed)} over the graded tests, in the tests' order
     (the README's). A test without a concept counts under its own title."""
@@ -143,7 +148,7 @@ def concept_results(tests) -> dict[str, tuple[float, float, bool]]:
     for test in tests:
         if not test.graded:            # a GPU test on a machine without one says nothing either way
             continue
-        name = test.concept or test.title
+        name = concept_of(test)
         points, max_points, passed = concepts.get(name, (0.0, 0.0, True))
         concepts[name] = (points + test.points, max_points + test.max_points, passed and test.status == "passed")
     return concepts
@@ -156,7 +161,7 @@ def unreached_concepts(tests) -> set[str]:
     lost: dict[str, bool] = {}
     for test in tests:
         if test.lost:
-            name = test.concept or test.title
+            name = concept_of(test)
             lost[name] = lost.get(name, True) and not reached(test)
     return {name for name, stopped in lost.items() if stopped}
 

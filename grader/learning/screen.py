@@ -8,9 +8,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.learning.focus import Focus, concept_of
+from grader.learning.focus import Focus
 from grader.learning.hints import Hint, next_command
-from grader.learning.progress import concept_results
+from grader.learning.progress import concept_of, concept_results
 from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
@@ -24,10 +24,10 @@ PASSES_MEANS = ("passes: the visible checks pass; the graded suite checks more o
 def clipped(text: str, limit: int) -> str:
     """The first line of `text`, at most `limit` characters, with a mark where anything was left out."""
     lines = text.strip().splitlines() or [""]
-    line = lines[0]
-    if len(line) > limit:
+    line, more = lines[0], len(lines) > 1
+    if len(line) > limit or (more and len(line) + 2 > limit):
         return line[:limit - 1].rstrip() + CUT
-    return line + (f" {CUT}" if len(lines) > 1 else "")
+    return line + (f" {CUT}" if more else "")
 
 
 def concept_table(task: TaskResult, focus: Focus, width: int, graded: dict[str, list[str]]) -> Table:
@@ -99,7 +99,7 @@ def check_screen(report: ScoreReport, task_name: str, header: Text, hint: Hint |
     task = report.task(task_name)
     if task is not None and task.tests:
         parts.append(concept_table(task, focus, width, graded))
-        if any(not t.lost for t in task.tests if t.graded):
+        if any(passed for _, _, passed in concept_results(task.tests).values()):
             parts.append(Text(PASSES_MEANS, style="dim"))
         failure = focused_failure(task, focus)
         parts.append(failure if failure is not None else

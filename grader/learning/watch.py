@@ -125,7 +125,7 @@ class Watcher:
             termios.tcsetattr(fd, termios.TCSADRAIN, before)
 
     def _take_steps(self) -> None:
-        """Move the focus as the keys pressed since say, and show the last check again."""
+        """Move the focus by the keys pressed since the last look, and show the last check again."""
         moved = False
         while not self.steps.empty():
             step = self.steps.get_nowait()
