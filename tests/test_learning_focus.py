@@ -1,8 +1,12 @@
 """The watcher's focus (grader.learning.focus): the concept being worked on, followed from check to
-check, in the README's order, moved by hand."""
+check, in the README's order, moved by hand; and the screen that shows it (grader.learning.screen)."""
+from rich.console import Console
+from rich.text import Text
+
 from grader.learning.focus import Focus
+from grader.learning.screen import check_screen
 from grader.schema import report
-from grader.schema.report import NOT_RUN, TaskResult
+from grader.schema.report import NOT_RUN, ScoreReport, TaskResult
 
 ORDER = ["A", "B", "C", "D"]
 
@@ -60,3 +64,26 @@ def test_the_keys_step_through_the_failing_concepts_round_the_end():
     assert focus.concept == "D"
     focus.follow(check())
     assert focus.concept is None, "nothing fails: nothing to focus on"
+
+
+def screen_text(task: TaskResult, focus: Focus, width: int = 120) -> str:
+    console = Console(record=True, width=width, color_system=None)
+    console.print(check_screen(ScoreReport.combined([ScoreReport(run={}, submission={}, tasks=[task])]), "04",
+                               Text("header"), None, "footer", focus, width, {"B": ["every drawn config"]}))
+    return console.export_text()
+
+
+def test_the_screen_marks_the_focus_says_why_and_what_passing_leaves_out():
+    focus = Focus(ORDER, concept="C")
+    task = check(A="got 3, expected 4", C="got 5, expected 6\nsecond line", D=NOT_RUN)
+    focus.follow(task)
+    text = screen_text(task, focus)
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in text.splitlines() if line.count("│") == 5}
+    assert rows["A"] == ["0 / 1", "to fix", "got 3, expected 4"]
+    assert rows["▶ C"] == ["0 / 1", "to fix", "got 5, expected 6 …"], "the first line, marked as cut"
+    assert rows["B"] == ["1 / 1", "passes", "visible checks pass; the graded suite also checks every drawn config"]
+    assert rows["D"][:2] == ["0 / 1", "not run"], "a test the check stopped before is not the learner's to fix"
+    assert "focus: C · failed C" in text and "second line" in text, "the focused test's feedback in full"
+    narrow = screen_text(task, focus, width=40)
+    assert all(len(line) <= 40 for line in narrow.splitlines()) and "…" in narrow

@@ -121,6 +121,19 @@ def test_a_failed_check_gives_its_words_and_the_readme_section(tmp_path, course)
     assert failed["feedback"] == '3 doubled should be 6\nReread: README section "Doubling".'
 
 
+def test_a_call_that_returned_where_it_should_have_raised_says_so_in_the_learners_terms(tmp_path, course):
+    (course.hidden / "01_demo" / "test_refusal.py").write_text(
+        "import pytest\nfrom grader.session.submission import StudentError\n\n\n@pytest.mark.points(1)\n"
+        "@pytest.mark.concept(\"Doubling\")\ndef test_refuses(submission):\n"
+        "    with pytest.raises(StudentError):\n        submission.double(-1)\n")
+    report = grade(tmp_path, course, learner_tree(tmp_path, REFERENCE),
+                   suite_files=("tests/hidden/01_demo/test_refusal.py",))
+    refused = results(report)["test_refuses"]
+    assert refused["status"] == "failed" and refused["feedback"].startswith(
+        "the call returned where it should have raised an error"), refused["feedback"]
+    assert "StudentError" not in refused["feedback"] and "DID NOT RAISE" not in refused["feedback"]
+
+
 def test_hidden_feedback_never_quotes_the_hidden_test(tmp_path, course):
     wrong = REFERENCE.replace("return 2 * x", "return x")
     failed = results(grade(tmp_path, course, learner_tree(tmp_path, wrong)))["test_doubles_a_hidden_input"]

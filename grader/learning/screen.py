@@ -11,7 +11,7 @@ from rich.text import Text
 from grader.learning.focus import Focus
 from grader.learning.hints import Hint, next_command
 from grader.learning.progress import concept_of, concept_results
-from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text
+from grader.schema.report import NOT_RUN, ScoreReport, TaskResult, TestResult, location_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
@@ -38,7 +38,7 @@ def concept_table(task: TaskResult, focus: Focus, width: int, graded: dict[str, 
     results = concept_results(task.tests)
     points = {name: f"{results[name][0]:g} / {results[name][1]:g}" for name in names}
     widths = (max([len("concept"), *(len(name) + 2 for name in names)]), max([len("points"), *map(len, points.values())]),
-              len("to fix"))
+              len("not run"))
     reason_chars = max(MIN_REASON_CHARS, width - sum(widths) - 13)     # 13: four columns' borders and padding
     table = Table()
     table.add_column("concept", no_wrap=True)
@@ -47,11 +47,14 @@ def concept_table(task: TaskResult, focus: Focus, width: int, graded: dict[str, 
     table.add_column("why")
     for name in names:
         passed = results[name][2]
-        first_lost = next(t for t in task.tests if t.lost and concept_of(t) == name) if not passed else None
+        lost = [t for t in task.tests if t.lost and concept_of(t) == name]
+        first_lost = lost[0] if lost else None
+        not_run = bool(lost) and all(t.feedback == NOT_RUN for t in lost)    # the check stopped before them
         focused = name == focus.concept
+        status = Text("passes", style="green") if passed else \
+            Text("not run", style="yellow") if not_run else Text("to fix", style="red")
         table.add_row(Text(("▶ " if focused else "  ") + name, style="bold" if focused else ""),
-                      points[name],
-                      Text("passes", style="green") if passed else Text("to fix", style="red"),
+                      points[name], status,
                       Text(clipped(first_lost.feedback if first_lost else _beyond(graded.get(name, [])), reason_chars),
                            style="dim"))
     return table

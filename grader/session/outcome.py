@@ -56,6 +56,8 @@ def exception_outcome(when: str, exc: BaseException | None, hidden: bool) -> tup
         return "failed", _assertion_message(exc, hidden) or "a check failed", True
     if exc is None:       # an xfail that passed, or a report without exception info
         return "failed", "the test did not pass", True
+    if _did_not_raise(exc):
+        return "failed", "the call returned where it should have raised an error (the README says which)", True
     return "failed", f"the check could not be completed: {type(exc).__name__}: {exc}", True
 
 
@@ -67,6 +69,12 @@ def _assertion_message(exc: AssertionError, hidden: bool) -> str:
     if text.startswith("assert "):
         return "" if hidden else text.strip()
     return text.split("\nassert ", 1)[0].strip()
+
+
+def _did_not_raise(exc: BaseException) -> bool:
+    """pytest.raises around a call that returned: pytest's own words name the grader's classes."""
+    import pytest
+    return isinstance(exc, pytest.fail.Exception) and str(exc).startswith("DID NOT RAISE")
 
 
 def with_concept(feedback: str, concept: str | None, status: str) -> str:
