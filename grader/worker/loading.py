@@ -185,8 +185,13 @@ def missing_function(student_file: Path, function: str) -> dict:
 
 
 def format_error(info: dict) -> str:
-    text = f"{info['type']}: {info['message']}" if info["message"] else info["type"]
+    """`Type: message (file, line N, in function: code)`, the place said once (a SyntaxError's
+    message already ends with its file and line)."""
+    message = info["message"]
     if info["frames"]:
         last = info["frames"][-1]
+        message = message.removesuffix(f" ({info['file']}, line {last['line']})")
+    text = f"{info['type']}: {message}" if message else info["type"]
+    if info["frames"]:
         text += f" ({info['file']}, line {last['line']}, in {last['function']}: {last['code']})"
     return text
