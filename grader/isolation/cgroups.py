@@ -169,7 +169,6 @@ class Cgroup:
         self.paths: list[Path] = []
         self.cpu_limited = False
         self.kind: str | None = None
-        self.memory_bytes = memory_bytes
         memory, pids = _parent("memory"), _parent("pids") if processes is not None else None
         if memory is None or (processes is not None and (pids is None or memory[0] != pids[0])):
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.learning.progress import concept_of, unreached_concepts
+from grader.learning.progress import concept_of, concept_results, unreached_concepts
 from grader.schema.report import TaskResult
 
 
@@ -62,10 +62,8 @@ class Focus:
 
 def _results(task: TaskResult) -> dict[str, tuple]:
     """Per concept: its points and what its first failing test says."""
-    results: dict[str, tuple] = {}
+    said: dict[str, str] = {}
     for test in task.tests:
-        if test.graded:
-            name = concept_of(test)
-            points, said = results.get(name, (0.0, None))
-            results[name] = (points + test.points, said if said is not None or not test.lost else test.feedback)
-    return results
+        if test.lost:
+            said.setdefault(concept_of(test), test.feedback)
+    return {name: (points, said.get(name)) for name, (points, _, _) in concept_results(task.tests).items()}

@@ -74,8 +74,8 @@ class PytestPool:
         env = {CONCURRENT_GRADINGS_ENV: str(self.concurrent or min(self.size, len(jobs)))}
         # The libraries every suite needs pay off imported once when a pool process serves several
         # sessions; a single one (`grader check NN`) imports only what its own task needs.
-        sessions = sum(len(session_args) for session_args, _ in jobs)
-        env[PRELOAD_ENV] = "1" if sessions > 1 else "0"
+        session_count = sum(len(sessions) for sessions, _ in jobs)
+        env[PRELOAD_ENV] = "1" if session_count > 1 else "0"
 
         def serve():
             child = None

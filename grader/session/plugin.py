@@ -50,7 +50,7 @@ from grader.session.submission import BACKENDS, Backend, BackendContext, CourseF
 from grader.spec import GradingSpec
 from grader.suite import metadata
 from grader.worker.dispatch import is_test_timeout
-from grader.worker.loading import Location, StudentImportError, function_location, stopped_at
+from grader.worker.loading import Location, StudentImportError, describe, function_location
 
 CALL_MARGIN_S = 2.0          # a call gives up this long before pytest-timeout would end the test
 _SESSION = pytest.StashKey["GradingSession"]()
@@ -337,10 +337,16 @@ def time_limit(item) -> float:
     return _test_timeout(item)
 
 
-def _learner_frames(excinfo) -> list[dict]:
-    """The learner's own frames of what their code raised, the outermost first ([] otherwise)."""
+def _learner_frames(excinfo, module_path: Path | None = None) -> list[dict]:
+    """The learner's own frames of what their code raised, or (given their module's path) of where
+    it was running when the test's time limit stopped it in this process; the outermost first
+    ([] otherwise)."""
     exc = excinfo.value if excinfo is not None else None
-    return list(exc.info.get("frames") or []) if isinstance(exc, StudentError) else []
+    if isinstance(exc, StudentError):
+        return list(exc.info.get("frames") or [])
+    if exc is not None and module_path is not None and is_test_timeout(exc):
+        return describe(exc, module_path)["frames"]
+    return []
 
 
 def _learner_location(item, excinfo) -> Location | None:
@@ -348,17 +354,11 @@ def _learner_location(item, excinfo) -> Location | None:
     raised, or was running when the test's time limit stopped it in this process; else the line
     that gave the result of the last function of theirs the test called (see `function_location`;
     whose result was wrong, or which hung or crashed its worker)."""
-    if frames := _learner_frames(excinfo):
+    submission = item.stash.get(_SUBMISSION, None)
+    if frames := _learner_frames(excinfo, submission.module_path if submission is not None else None):
         frame = frames[-1]
         return Location(line=frame["line"], function=frame["function"], code=frame["code"])
-    submission = item.stash.get(_SUBMISSION, None)
-    if submission is None:
-        return None
-    if excinfo is not None and is_test_timeout(excinfo.value):
-        where = stopped_at(excinfo.value.__traceback__, submission.module_path)
-        if where is not None:
-            return where
-    if submission.last_called is None:
+    if submission is None or submission.last_called is None:
         return None
     return function_location(submission.module_path, submission.last_called)
 

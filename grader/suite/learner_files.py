@@ -94,8 +94,7 @@ def learner_safetensors(path, within, limit: int = ADAPTER_BYTES, tensors: int =
     header is known to list at most `tensors` of them."""
     __tracebackhide__ = True
     from safetensors.torch import load
-    data = learner_file(path, within, limit)
-    _check_safetensors_header(data, Path(path).name, tensors)
+    data = _safetensors_bytes(path, within, limit, tensors)
     try:
         return load(data)
     except Exception as exc:            # safetensors raises its own error types
@@ -118,8 +117,7 @@ def lora_adapter_copy(adapter_dir, within, rank: int, into: Path) -> Path:
     want = {"peft_type": "LORA", "r": rank, "rank_pattern": None, "layer_replication": None, "modules_to_save": None}
     assert shape == want, \
         f"adapter_config.json describes {shape}; the run asked for a LoRA adapter of rank {rank}, as LoraConfig saves it"
-    weights = learner_file(folder / "adapter_model.safetensors", within, limit=ADAPTER_BYTES)
-    _check_safetensors_header(weights, "adapter_model.safetensors", ADAPTER_TENSORS)
+    weights = _safetensors_bytes(folder / "adapter_model.safetensors", within, ADAPTER_BYTES, ADAPTER_TENSORS)
     (into / "adapter_config.json").write_text(json.dumps(config))
     (into / "adapter_model.safetensors").write_bytes(weights)
     return into
@@ -133,10 +131,13 @@ def _json_value(data: bytes, path):
         raise AssertionError(f"{Path(path).name} does not hold valid JSON ({str(exc)[:200]})") from None
 
 
-def _check_safetensors_header(data: bytes, name: str, tensors: int) -> None:
-    """A safetensors file starts with its header's length (8 bytes, little-endian), then the
-    header: a JSON object naming each tensor (and `__metadata__`)."""
+def _safetensors_bytes(path, within, limit: int, tensors: int) -> bytes:
+    """The bytes of a safetensors file inside `within` (at most `limit`), once its header is known
+    to be small and to list at most `tensors` tensors. The file starts with its header's length
+    (8 bytes, little-endian), then the header: a JSON object naming each tensor (and `__metadata__`)."""
     __tracebackhide__ = True
+    data = learner_file(path, within, limit)
+    name = Path(path).name
     length = int.from_bytes(data[:8], "little") if len(data) >= 8 else None
     assert length is not None and length <= min(SAFETENSORS_HEADER_BYTES, len(data) - 8), \
         f"{name} is not a safetensors file with a header of at most {SAFETENSORS_HEADER_BYTES:,} bytes: save with save_pretrained"
@@ -145,6 +146,7 @@ def _check_safetensors_header(data: bytes, name: str, tensors: int) -> None:
     listed = len(header) - ("__metadata__" in header)
     assert listed <= tensors, f"{name} lists {listed:,} tensors; the adapter the run asked for holds a few dozen " \
                               f"(the test loads at most {tensors:,})"
+    return data
 
 
 @contextlib.contextmanager

@@ -88,23 +88,6 @@ def learner_traceback(tb: TracebackType | None, student_file: Path) -> Traceback
     return chain
 
 
-def stopped_at(tb: TracebackType | None, student_file: Path) -> Location | None:
-    """The learner's line that was running when `tb`'s exception interrupted it (a test's time
-    limit ending a loop, say): its deepest frame in the learner's file; None when none is there."""
-    entry = learner_traceback(tb, student_file)
-    while entry is not None and entry.tb_next is not None:
-        entry = entry.tb_next
-    if entry is None:
-        return None
-    try:
-        lines = learner_source(student_file).splitlines()
-    except (OSError, ValueError, SyntaxError):
-        lines = []
-    line = entry.tb_lineno
-    return {"line": line, "function": entry.tb_frame.f_code.co_name,
-            "code": lines[line - 1].strip() if 0 < line <= len(lines) else ""}
-
-
 def learner_source(student_file: Path) -> str:
     """The text of a learner's module as Python reads it when it imports the file: decoded by
     its PEP 263 coding line or its UTF-8 byte-order mark (UTF-8 without either), newlines made
