@@ -29,6 +29,7 @@ def double(x):
 def hang():
     while True:
         pass
+    return "never reached"
 
 
 def crash():

@@ -95,6 +95,14 @@ def test_a_hang_is_a_timeout_and_costs_that_test_alone(reference_report):
     assert graded["test_runs_last"]["status"] == "passed"
 
 
+def test_a_hang_points_at_the_loop_not_at_a_return_it_never_reached(reference_report):
+    """The worker is asked where it is before it is killed: its line in the loop, not the
+    `return` after it, which the file alone would point at."""
+    location = results(reference_report)["test_that_hangs"]["location"]
+    assert location is not None and location["function"] == "hang", location
+    assert location["code"] in ("while True:", "pass"), location
+
+
 def test_a_crash_is_reported_as_one(reference_report):
     crashed = results(reference_report)["test_that_crashes"]
     assert crashed["status"] == "crashed"

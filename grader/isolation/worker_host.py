@@ -43,6 +43,8 @@ TAIL_BYTES = 64 << 10          # what is kept in memory of a worker's output
 LOG_BYTES = 1 << 20            # what is kept on disk of it
 PAUSE_LIMIT_S = 2.0            # stopping a worker's processes takes milliseconds; past this, kill it
 SCRATCH_ENTRIES = 100_000      # files and folders a worker may keep in its scratch folders
+STACK_WAIT_S = 0.5             # how long a worker asked where it is has to answer (well within a call's margin)
+STACK_BYTES = 64 << 10         # what is read of its answer
 _STOPPED = ("T", "t", "Z", "X")   # of a thread: stopped, traced and stopped, exited, dead
 # The system calls that create a process (fork, vfork, clone, clone3), by architecture: a parent
 # blocked in one of them with its child stopped waits for that child (vfork) and cannot stop itself.
@@ -260,6 +262,20 @@ class WorkerHost:
             self.pause()
         remove_strays(self.spec.writable_dirs)
 
+    def stack_of(self, worker: Worker) -> str:
+        """Where `worker`'s threads are, as faulthandler writes them on its channel when the
+        zygote signals it (`zygote.STACK_SIGNAL`): asked of a call past its time limit, just
+        before the worker is killed. Text the worker wrote, at most STACK_BYTES of it, read for
+        at most STACK_WAIT_S; "" when it could not be asked."""
+        self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=STACK_WAIT_S)
+        if worker.pid is None or not self.alive():
+            return ""
+        try:
+            self.control.send(json.dumps({"op": "stack", "pid": worker.pid}).encode())
+        except OSError:
+            return ""
+        return _read_for(worker.channel.read_fd, STACK_WAIT_S, STACK_BYTES).decode("utf-8", "replace")
+
     def read_messages(self, until, wait_s: float) -> None:
         """Read what the zygote says (pids of new workers, how workers ended) until `until()`
         holds or `wait_s` has passed."""
@@ -406,6 +422,25 @@ def _imported_libraries(module_bytes: bytes, probe_files) -> set[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
     return names
+
+
+def _read_for(fd: int, seconds: float, limit: int) -> bytes:
+    """What arrives on the pipe `fd` within `seconds`, up to `limit` bytes; done early once a
+    first piece has come and a tenth of a second passes with nothing more."""
+    deadline, data = time.monotonic() + seconds, b""
+    while len(data) < limit:
+        wait = deadline - time.monotonic()
+        if data:
+            wait = min(wait, 0.1)
+        try:
+            ready, _, _ = select.select([fd], [], [], max(wait, 0))
+            chunk = os.read(fd, limit - len(data)) if ready else b""
+        except (OSError, ValueError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _closes_within(fd: int, seconds: float) -> bool:

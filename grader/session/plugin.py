@@ -46,7 +46,8 @@ from grader.session.outcome import (
     truncate,
     with_concept,
 )
-from grader.session.submission import BACKENDS, Backend, BackendContext, CourseFault, StudentError, Submission
+from grader.session.submission import (BACKENDS, Backend, BackendContext, CallTimeout, CourseFault, StudentError,
+                                      Submission)
 from grader.spec import GradingSpec
 from grader.suite import metadata
 from grader.worker.dispatch import is_test_timeout
@@ -351,13 +352,16 @@ def _learner_frames(excinfo, module_path: Path | None = None) -> list[dict]:
 
 def _learner_location(item, excinfo) -> Location | None:
     """The learner's line a failure points at: the deepest frame of their file when their code
-    raised, or was running when the test's time limit stopped it in this process; else the line
-    that gave the result of the last function of theirs the test called (see `function_location`;
-    whose result was wrong, or which hung or crashed its worker)."""
+    raised, or was running when the test's time limit stopped it (in this process, or in their
+    worker: `CallTimeout.location`); else the line that gave the result of the last function of
+    theirs the test called (see `function_location`; whose result was wrong, or which crashed its
+    worker)."""
     submission = item.stash.get(_SUBMISSION, None)
     if frames := _learner_frames(excinfo, submission.module_path if submission is not None else None):
         frame = frames[-1]
         return Location(line=frame["line"], function=frame["function"], code=frame["code"])
+    if submission is not None and isinstance(submission.failure, CallTimeout) and submission.failure.location:
+        return submission.failure.location
     if submission is None or submission.last_called is None:
         return None
     return function_location(submission.module_path, submission.last_called)

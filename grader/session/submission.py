@@ -25,7 +25,8 @@ from grader.schema.report import OUT_OF_MEMORY, Status
 from grader.session.intake import git_head, jailed_commit, read_module
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking
-from grader.worker.loading import StudentImportError, format_error, learner_traceback, load_module, plain_error
+from grader.worker.loading import (Location, StudentImportError, format_error, learner_traceback, load_module,
+                                   location_in_stack_dump, plain_error)
 
 STARTUP_LIMIT_S = 60.0
 # A task's worker host (its zygote, in its jail) is started again after learner code ended it, once:
@@ -64,6 +65,10 @@ class CourseFault(SubmissionFailure):
 
 class CallTimeout(SubmissionFailure):
     status = "timeout"
+
+    def __init__(self, message: str, location: Location | None = None):
+        super().__init__(message)
+        self.location = location        # the learner's line the call was running when it was stopped
 
 
 class WorkerCrashed(SubmissionFailure):
@@ -316,8 +321,10 @@ class WorkerBackend:
         try:
             reply = self._worker.request(header, blobs, deadline, witness)
         except wire.ChannelTimeout:
+            where = location_in_stack_dump(self.host.stack_of(self._worker), str(self.host.jail.module_path),
+                                           self.module_path)
             self._stop(wait_s=0)
-            raise CallTimeout(f"{name}() did not return within the time limit") from None
+            raise CallTimeout(f"{name}() did not return within the time limit", where) from None
         except wire.ChannelClosed:
             how = self._stop()
             raise WorkerCrashed(f"the process running {name}() died: {how}") from None

@@ -7,6 +7,7 @@ import codecs
 import hashlib
 import importlib.util
 import io
+import re
 import sys
 import tokenize
 import traceback
@@ -143,6 +144,33 @@ def function_location(student_file: Path, function: str) -> Location | None:
     returns = _returns_of(found[-1])
     line = returns[0].lineno if len(returns) == 1 else found[-1].lineno
     return {"line": line, "function": function, "code": lines[line - 1].strip()}
+
+
+_DUMPED_FRAME = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>\d+) in (?P<function>\w+)\s*$')
+
+
+def location_in_stack_dump(dump: str, dumped_path: str, student_file: Path) -> Location | None:
+    """The learner's line a worker was running, read from the stacks faulthandler wrote for it
+    (each thread's frames, the most recent first): the first frame of the learner's module,
+    whose path the worker knows it by is `dumped_path`, in the thread that was serving the call
+    (the one with frames of the grader's worker) or else any. The dump is the worker's words, so
+    only a line number and a name are taken from it; the code shown is read from `student_file`."""
+    threads = [block.splitlines() for block in re.split(r"^(?=(?:Current thread|Thread) 0x)", dump, flags=re.M)]
+    serving = [lines for lines in threads if any("grader/worker/" in line for line in lines)]
+    for lines in serving + threads:
+        for line in lines:
+            frame = _DUMPED_FRAME.match(line)
+            if frame and frame["file"] == dumped_path:
+                return _location(student_file, int(frame["line"]), frame["function"])
+    return None
+
+
+def _location(student_file: Path, line: int, function: str) -> Location:
+    try:
+        lines = learner_source(student_file).splitlines()
+    except (OSError, ValueError, SyntaxError):
+        lines = []
+    return {"line": line, "function": function, "code": lines[line - 1].strip() if 0 < line <= len(lines) else ""}
 
 
 def _returns_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import faulthandler
 import importlib
 import json
 import logging
@@ -36,6 +37,7 @@ from grader.worker.loading import StudentImportError, load_module
 log = logging.getLogger(__name__)
 
 PROBE_ERROR_CHARS = 400      # the zygote's first message stays within one control-socket read
+STACK_SIGNAL = signal.SIGUSR2  # a worker given it writes its threads' stacks on its channel (`WorkerHost.stack_of`)
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -57,6 +59,10 @@ def apply_rlimits(limits: dict[str, int]) -> None:
 
 
 def serve(module_path: Path, channel: wire.Channel) -> None:
+    # A call past its time limit is asked where it is before the worker is killed: the dump goes
+    # on the channel, whose messages end there (`WorkerHost.stack_of`). faulthandler writes from
+    # its C signal handler, so a loop that never returns to Python's eval loop is sampled too.
+    faulthandler.register(STACK_SIGNAL, file=channel.write_fd, all_threads=True)
     try:
         module = load_module(module_path)
     except StudentImportError as exc:
@@ -102,7 +108,9 @@ def zygote(module_path: Path, control: socket.socket, preload: list[str], probe_
             return
         request = json.loads(message)
         if request.get("op") == "kill":
-            _kill(request.get("pid"))
+            _signal(request.get("pid"), signal.SIGKILL)
+        elif request.get("op") == "stack":
+            _signal(request.get("pid"), STACK_SIGNAL)
         elif request.get("op") == "fork" and len(fds) == 2:
             _fork(module_path, control, fds)
 
@@ -136,10 +144,10 @@ def _report_exits(control: socket.socket) -> None:
                                  "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None}).encode())
 
 
-def _kill(pid) -> None:
+def _signal(pid, sig: int) -> None:
     if isinstance(pid, int) and pid > 1:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
 
