@@ -4,6 +4,7 @@ line of the reference solution or a distinctive input of the hidden suite; and t
 hit first in exercise 02 fail the visible suite, in their own concept, through the real grader."""
 import ast
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,63 @@ def hidden_inputs(task) -> tuple[list, set[int]]:
     return values, seeds - set(COMMON_SEEDS)
 
 
+# ---------------------------------------------------------------- how a failure reads
+
+COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+CLOSENESS = {"close", "isclose", "allclose"}
+
+
+def compares_values(test: ast.expr) -> bool:
+    """An assert's test that compares values: a comparison, or a closeness check, alone or in
+    and/or/not."""
+    if isinstance(test, ast.BoolOp):
+        return any(compares_values(value) for value in test.values)
+    if isinstance(test, ast.UnaryOp):
+        return compares_values(test.operand)
+    if isinstance(test, ast.Compare):
+        return any(isinstance(op, COMPARISONS) for op in test.ops)
+    if isinstance(test, ast.Call):
+        return getattr(test.func, "attr", getattr(test.func, "id", "")) in CLOSENESS
+    return False
+
+
+def _words(node: ast.AST) -> str:
+    return " ".join(n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
+def number_style_breaks(message: ast.expr) -> list[str]:
+    """What a message formats its own way: `!r` (NumPy's repr, `np.float64(0.5)`, where the
+    learner wrote 0.5: `grader.suite.checks.shown` gives the value as written) and thousands
+    separators (`74,560` beside a plain `82752`)."""
+    found = []
+    for node in ast.walk(message):
+        if isinstance(node, ast.FormattedValue):
+            if node.conversion == ord("r"):
+                found.append("!r")
+            if node.format_spec is not None and "," in _words(node.format_spec):
+                found.append(":,")
+    return found
+
+
+def message_breaks(path: Path) -> list[str]:
+    """Each assert or raise of a visible test file whose message breaks the rules: a comparison
+    whose message does not say what was expected and what the learner's code gave, values
+    formatted in a style of their own."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        breaks = []
+        if isinstance(node, ast.Assert):
+            said = set(re.findall(r"\w+", _words(node.msg))) if node.msg is not None else set()
+            if compares_values(node.test) and not {"expected", "got"} <= said:
+                breaks.append("no 'expected ..., got ...'")
+            breaks += number_style_breaks(node.msg) if node.msg is not None else []
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            breaks += number_style_breaks(node.exc)
+        if breaks:
+            found.append(f"{path.name}:{node.lineno}: {', '.join(breaks)}")
+    return found
+
+
 # ---------------------------------------------------------------- the checks
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
@@ -287,3 +345,23 @@ def test_rule_markers_end_their_line(task):
                 after = line[marker.end():].strip()
                 assert after in ("", "|") and line[:marker.start()].strip(), \
                     f"{path.name}:{number}: {marker.group(0)} sits inside the line: {line.strip()[:80]}"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_visible_failures_say_expected_against_got_in_one_number_style(task):
+    """Every visible check that compares values fails with what was expected and what came back,
+    each value written as the learner would write it."""
+    found = [line for path in sorted(task.exercise_dir.glob("test_*.py")) for line in message_breaks(path)]
+    assert not found, f"{task.name}: {len(found)} messages to fix:\n" + "\n".join(found)
+
+
+def test_the_message_rules_see_what_they_look_for():
+    """The rules' control: messages that break them are found, one that keeps them is not."""
+    def breaks(source: str) -> list[str]:
+        path = Path(tempfile.mkdtemp()) / "test_x.py"
+        path.write_text(source, encoding="utf-8")
+        return message_breaks(path)
+    assert breaks("assert a == b, f'a is {a}'\n") == ["test_x.py:1: no 'expected ..., got ...'"]
+    assert breaks("assert close(a, b) and c, f'expected {b}, got {a!r}'\n") == ["test_x.py:1: !r"]
+    assert breaks("raise AssertionError(f'expected {b:,}, got {a}')\n") == ["test_x.py:1: :,"]
+    assert breaks("assert not a < b, f'f(1): expected {shown(b)}, got {shown(a)}'\nassert a, 'no values'\n") == []

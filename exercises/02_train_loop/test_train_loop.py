@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from grader.course import COURSE
 from grader.session.submission import StudentError
-from grader.suite.checks import assert_close, assert_equal, check_array, sibling_module
+from grader.suite.checks import assert_close, assert_equal, check_array, shown, sibling_module
 from grader.suite.learner_files import learner_file, learner_json, learner_jsonl
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
@@ -155,7 +155,7 @@ def test_collate_pads_on_the_right(submission):
                                 {"input_ids": [8], "labels": [-100]},
                                 {"input_ids": [9, 4], "labels": [-100, 4], "id": 2}], pad_id=3)
     for key in ("input_ids", "labels", "attention_mask"):
-        check_array(batch[key], what=f"collate(...)[{key!r}]", shape=(3, 3), dtype=torch.long, tensor=True)
+        check_array(batch[key], what=f"collate(...)[{shown(key)}]", shape=(3, 3), dtype=torch.long, tensor=True)
     assert_equal(batch["input_ids"], torch.tensor([[5, 6, 7], [8, 3, 3], [9, 4, 3]]), what="input_ids", tensor=True)
     assert_equal(batch["labels"], torch.tensor([[5, 6, 7], [-100, -100, -100], [-100, 4, -100]]), what="labels",
                  tensor=True)
@@ -172,7 +172,10 @@ def test_lr_at_landmarks(submission):
         return submission.lr_at(step, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1)
 
     for step, expected in [(0, 0.0), (5, 0.5), (10, 1.0), (60, 0.55), (110, 0.1), (200, 0.1)]:
-        assert math.isclose(lr(step), expected, abs_tol=1e-12), f"lr_at({step}) = {lr(step)}, expected {expected}"
+        got = lr(step)
+        assert math.isclose(got, expected, abs_tol=1e-12), (
+            f"lr_at({step}, max_lr=1.0, warmup_steps=10, total_steps=110, min_lr=0.1): expected {shown(expected)}, "
+            f"got {shown(got)}")
 
 
 @pytest.mark.points(0.5)
@@ -185,12 +188,15 @@ def test_lr_at_is_transformers_schedule(submission):
     lambdas = get_cosine_schedule_with_warmup(torch.optim.SGD([torch.ones(1, requires_grad=True)]), 4, 22).lr_lambdas
     for step in range(23):
         got = submission.lr_at(step, max_lr=2e-3, warmup_steps=4, total_steps=22)
-        assert close(got, 2e-3 * lambdas[0](step), **SCHEDULE), \
-            f"lr_at({step}, warmup_steps=4, total_steps=22) = {got!r}, expected {2e-3 * lambdas[0](step)!r}"
+        want = 2e-3 * lambdas[0](step)
+        assert close(got, want, **SCHEDULE), (
+            f"lr_at({step}, max_lr=2e-3, warmup_steps=4, total_steps=22): expected {shown(want)} (max_lr times "
+            f"get_cosine_schedule_with_warmup's multiplier), got {shown(got)}")
     for step, expected in [(2, 1e-2 * 2 / 3), (3, 1e-4), (9, 1e-4)]:
         got = submission.lr_at(step, max_lr=1e-2, warmup_steps=3, total_steps=3, min_lr=1e-4)
-        assert close(got, expected, **SCHEDULE), \
-            f"lr_at({step}, max_lr=1e-2, warmup_steps=3, total_steps=3, min_lr=1e-4) = {got!r}, expected {expected!r}"
+        assert close(got, expected, **SCHEDULE), (
+            f"lr_at({step}, max_lr=1e-2, warmup_steps=3, total_steps=3, min_lr=1e-4): expected {shown(expected)}, "
+            f"got {shown(got)}")
 
 
 @pytest.mark.points(1)
@@ -210,13 +216,15 @@ def test_train_steps_the_schedule_once_per_optimizer_step(submission, tmp_path):
         schedule.step()
     seen = submission.probe(probes.watch_train, cfg)
     used = [step["lr"] for step in seen["steps"]]
-    assert len(used) == 4, f"train took {len(used)} optimizer steps for max_steps=4"
+    assert len(used) == 4, f"train with max_steps=4: expected 4 optimizer steps, got {len(used)}"
     for step, (got, want) in enumerate(zip(used, expected), start=1):
-        assert close(got, want, **SCHEDULE), (f"optimizer step {step} ran with lr {got:.6g}; the schedule after "
-                                              f"{step - 1} optimizer steps is {want:.6g} (rates used: {used})")
+        assert close(got, want, **SCHEDULE), (
+            f"optimizer step {step}'s lr: expected {shown(want)} (the schedule after {step - 1} optimizer steps), "
+            f"got {shown(got)} (rates used: {shown(used)})")
     logged = [entry["lr"] for entry in seen["result"]["log"]]
-    assert len(logged) == 4 and all(close(got, want, **SCHEDULE) for got, want in zip(logged, expected)), \
-        f"the log says the steps ran with lr {logged}; they ran with {expected}"
+    assert len(logged) == 4, f"train's log with max_steps=4, log_every=1: expected 4 entries, got {len(logged)}"
+    assert all(close(got, want, **SCHEDULE) for got, want in zip(logged, expected)), \
+        f"the log's lr per step: expected {shown(expected)} (the rates the steps ran with), got {shown(logged)}"
 
 
 @pytest.mark.points(0.5)
@@ -249,9 +257,12 @@ def test_causal_lm_loss_sums_in_float32(submission):
     check_array(wide, what="causal_lm_loss(float64 logits, labels)", shape=(), dtype=torch.float32, tensor=True)
     nothing = torch.full_like(labels, -100)
     nothing[:, 0] = 4                    # the first position is never a target
-    assert torch.isnan(submission.causal_lm_loss(logits, nothing)), "with no counted token the mean is 0/0: NaN"
-    assert float(submission.causal_lm_loss(logits, nothing, reduction="sum")) == 0.0, \
-        "with no counted token the sum is 0"
+    empty_mean = submission.causal_lm_loss(logits, nothing)
+    assert torch.isnan(empty_mean), \
+        f"causal_lm_loss with no counted token: expected NaN (the mean is 0/0), got {shown(empty_mean)}"
+    empty_sum = float(submission.causal_lm_loss(logits, nothing, reduction="sum"))
+    assert empty_sum == 0.0, \
+        f"causal_lm_loss(..., reduction='sum') with no counted token: expected 0.0, got {shown(empty_sum)}"
 
 
 @pytest.mark.points(1)
@@ -268,13 +279,15 @@ def test_param_groups_with_tied_and_frozen_parameters(submission):
     listed = [name for group in groups for name in group["names"]]
     repeated = sorted({name for name in listed if listed.count(name) > 1})
     assert not repeated, f"listed more than once: {repeated} (a tied weight is one parameter)"
-    assert sorted(listed) == sorted(trainable), (f"missing {sorted(set(trainable) - set(listed))}, should not be there "
-                                                 f"{sorted(set(listed) - set(trainable))}")
+    assert sorted(listed) == sorted(trainable), (
+        f"the groups' parameters: expected every trainable one, frozen ones left out, got "
+        f"{shown(sorted(set(trainable) - set(listed)))} missing, {shown(sorted(set(listed) - set(trainable)))} extra")
     for group in groups:
         for name in group["names"]:
             want = 0.3 if trainable[name].ndim >= 2 else 0.0
             got = group["options"].get("weight_decay")
-            assert got == want, f"{name} (ndim {trainable[name].ndim}) sits in a group with weight_decay={got}, not {want}"
+            assert got == want, (f"the group of {name} (ndim {trainable[name].ndim}): expected weight_decay={shown(want)}, "
+                                 f"got weight_decay={shown(got)}")
 
 
 # ---------------------------------------------------------------- the optimizer step
@@ -289,15 +302,16 @@ def test_identical_batches_on_frozen_weights_give_identical_gradients(submission
     cfg = run_config(tmp_path, train=same, max_lr=STILL_LR, min_lr=0.0, max_steps=3)
     seen = submission.probe(probes.watch_train, cfg)
     norms = [entry["grad_norm"] for entry in seen["result"]["log"]]
-    assert len(norms) == 3, f"the log has {len(norms)} entries for 3 steps"
+    assert len(norms) == 3, f"train's log with max_steps=3, log_every=1: expected 3 entries, got {len(norms)}"
     for step, norm in enumerate(norms[1:], start=2):
         assert close(norm, norms[0], **SAME_NUMBER), (
-            f"gradient norms {norms}: step {step}'s should equal step 1's (same weights, same batch); "
-            f"{norm / norms[0]:.2f} times it means the earlier steps' gradients are still added in")
+            f"step {step}'s gradient norm: expected step 1's {shown(norms[0])} (same weights, same batch), got "
+            f"{shown(norm)}; {norm / norms[0]:.2f} times it means the earlier steps' gradients are still added in")
     assert seen["grads_at_step_start"] == [0, 0, 0], (
-        f"parameters holding a gradient when each step's first forward pass began: {seen['grads_at_step_start']}; "
-        "zero_grad(set_to_none=True) after every optimizer.step() leaves none")
-    assert seen["grads_left"] == 0, f"{seen['grads_left']} parameters still hold a gradient after train returned"
+        f"parameters holding a gradient as each step's first forward pass began: expected [0, 0, 0], got "
+        f"{shown(seen['grads_at_step_start'])}; zero_grad(set_to_none=True) after every optimizer.step() leaves none")
+    assert seen["grads_left"] == 0, \
+        f"parameters holding a gradient after train returned: expected 0, got {shown(seen['grads_left'])}"
 
 
 @pytest.mark.points(1)
@@ -311,22 +325,27 @@ def test_accumulated_micro_batches_step_as_one_big_batch(submission, tmp_path):
                                                   "out_dir": str(tmp_path / f"b{b}x{k}")})
             for b, k in ((9, 1), (3, 3))]
     big, accumulated = (run["result"]["log"] for run in runs)
-    assert len(accumulated) == 3 and [len(s["forwards"]) for s in runs[1]["steps"]] == [3, 3, 3], \
-        f"grad_accum_steps=3: {[len(s['forwards']) for s in runs[1]['steps']]} forward passes per optimizer step"
+    assert len(accumulated) == 3, \
+        f"train's log with grad_accum_steps=3, max_steps=3: expected 3 entries, got {len(accumulated)}"
+    forwards = [len(s["forwards"]) for s in runs[1]["steps"]]
+    assert forwards == [3, 3, 3], \
+        f"grad_accum_steps=3: expected forward passes per optimizer step [3, 3, 3], got {shown(forwards)}"
     for step, (one, many) in enumerate(zip(big, accumulated), start=1):
-        assert one["tokens"] == many["tokens"], f"step {step} counted {many['tokens']} tokens, one big batch {one['tokens']}"
+        assert one["tokens"] == many["tokens"], (f"step {step}'s tokens with 3 micro-batches of 3: expected "
+                                                 f"{shown(one['tokens'])} (one batch of 9), got {shown(many['tokens'])}")
         for key in ("loss", "grad_norm"):
             assert close(many[key], one[key], **SAME_NUMBER), (
-                f"step {step}: {key} {many[key]:.6f} with 3 micro-batches, {one[key]:.6f} as one batch: every token of "
-                "the step weighs the same (sum of token losses / tokens of the step), and no micro-batch is lost")
+                f"step {step}'s {key} with 3 micro-batches of 3: expected {shown(one[key])} (one batch of 9), got "
+                f"{shown(many[key])}: every token of the step weighs the same (sum of token losses / tokens of the "
+                "step), and no micro-batch is lost")
     assert_close(runs[1]["final_params"], runs[0]["final_params"], what="parameters after 3 accumulated steps",
                  tensor=True, rtol=0, atol=SAME_PARAMS_ATOL)
     model = probes.build_micro_llama(MICRO, cfg["seed"])
     model(**contract_batches(uneven_documents(303, 27), 9, cfg["seed"], 1)[0]).loss.backward()
     oracle = float(torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in model.parameters()])))
     assert close(accumulated[0]["grad_norm"], oracle, **SAME_NUMBER), (
-        f"step 1's gradient norm is {accumulated[0]['grad_norm']:.6g}; the gradient of the mean token loss of its 9 "
-        f"examples has norm {oracle:.6g}: backward each micro-batch's summed loss divided by the step's token count")
+        f"step 1's gradient norm: expected {shown(oracle)} (the mean token loss of its 9 examples), got "
+        f"{shown(accumulated[0]['grad_norm'])}: backward each micro-batch's summed loss divided by the step's tokens")
 
 
 @pytest.mark.points(1)
@@ -339,15 +358,17 @@ def test_the_applied_gradient_is_clipped_and_the_log_has_the_norm_before(submiss
     seen = submission.probe(probes.watch_train, cfg)
     logged = [entry["grad_norm"] for entry in seen["result"]["log"]]
     applied = [step["applied_grad_norm"] for step in seen["steps"]]
-    assert len(applied) == len(logged) == cfg["max_steps"], \
-        f"{len(applied)} optimizer steps and {len(logged)} log entries for max_steps={cfg['max_steps']}: one of each per step"
-    assert all(norm > 0.1 for norm in logged), \
-        f"logged gradient norms {logged}: log clip_grad_norm_'s return value, the norm before clipping"
+    assert len(applied) == len(logged) == cfg["max_steps"], (
+        f"train with max_steps={cfg['max_steps']}: expected {cfg['max_steps']} optimizer steps and as many log entries, "
+        f"got {len(applied)} and {len(logged)}")
+    assert all(norm > 0.1 for norm in logged), (
+        f"logged gradient norms: expected every one above 0.1 (clip_norm is 0.02), got {shown(logged)}: log "
+        "clip_grad_norm_'s return value, the norm before clipping")
     for step, norm in enumerate(applied, start=1):
         assert close(norm, 0.02, rtol=1e-3, atol=0), (
-            f"optimizer step {step} applied a gradient of norm {norm:.4g}; clipped to clip_norm=0.02 it is 0.02: clip "
-            "the whole gradient at once (clip_grad_norm_(model.parameters(), clip_norm)), after the last backward "
-            "and before optimizer.step()")
+            f"optimizer step {step}'s applied gradient norm: expected 0.02 (clip_norm), got {shown(norm)}: clip the "
+            "whole gradient at once (clip_grad_norm_(model.parameters(), clip_norm)), after the last backward and "
+            "before optimizer.step()")
 
 
 @pytest.mark.points(1)
@@ -359,12 +380,15 @@ def test_bf16_autocast_on_every_training_forward_with_float32_weights(submission
     for amp in ("bf16", None):
         seen = submission.probe(probes.watch_train, {**cfg, "amp": amp, "out_dir": str(tmp_path / f"amp-{amp}")})
         flags = [forward["bf16_autocast"] for step in seen["steps"] for forward in step["forwards"]]
-        assert flags and all(flag == (amp == "bf16") for flag in flags), \
-            f"amp={amp!r}: bf16 autocast on the training forward passes was {flags}"
-        assert seen["param_dtypes"] == ["torch.float32"], \
-            f"amp={amp!r}: the parameters are {seen['param_dtypes']}; autocast keeps float32 master weights"
-        assert seen["steps"][-1]["state_dtypes"] == ["torch.float32"], \
-            f"amp={amp!r}: AdamW's state is {seen['steps'][-1]['state_dtypes']}, expected float32"
+        assert flags and all(flag == (amp == "bf16") for flag in flags), (
+            f"amp={shown(amp)}: expected bf16 autocast {amp == 'bf16'} on every training forward pass, got "
+            f"{shown(flags)}")
+        assert seen["param_dtypes"] == ["torch.float32"], (
+            f"amp={shown(amp)}: expected parameter dtypes ['torch.float32'], got {shown(seen['param_dtypes'])}; "
+            "autocast keeps float32 master weights")
+        assert seen["steps"][-1]["state_dtypes"] == ["torch.float32"], (
+            f"amp={shown(amp)}: expected AdamW state dtypes ['torch.float32'], got "
+            f"{shown(seen['steps'][-1]['state_dtypes'])}")
 
 
 # ---------------------------------------------------------------- evaluation
@@ -382,16 +406,16 @@ def test_evaluate_in_eval_mode_without_a_graph(submission):
     expected = token_mean_loss(model, batches)
     for train_mode in (True, False):
         seen = submission.probe(probes.watch_evaluate, config, 5, batches, train_mode)
-        assert len(seen["passes"]) == 3, f"evaluate ran {len(seen['passes'])} forward passes for 3 batches"
+        assert len(seen["passes"]) == 3, f"evaluate on 3 batches: expected 3 forward passes, got {len(seen['passes'])}"
         assert not any(p["grad"] for p in seen["passes"]), "evaluate ran a forward pass with grad enabled: torch.no_grad()"
         assert not any(p["training"] for p in seen["passes"]), "evaluate ran a forward pass in train mode: model.eval()"
         assert seen["training_after"] == train_mode, (
-            f"the model came in {'train' if train_mode else 'eval'} mode and left in "
-            f"{'train' if seen['training_after'] else 'eval'} mode: restore the mode it was in")
+            f"the model's mode after evaluate: expected {'train' if train_mode else 'eval'} (the mode it came in), "
+            f"got {'train' if seen['training_after'] else 'eval'}: restore the mode it was in")
         assert isinstance(seen["value"], float), f"evaluate returned a {type(seen['value']).__name__}, not a float"
         assert close(seen["value"], expected, **SAME_NUMBER), (
-            f"evaluate returned {seen['value']:.6f}; the mean over every counted token of the three batches is "
-            f"{expected:.6f} (a mean of per-batch means weighs a short batch's tokens more)")
+            f"evaluate on 3 batches: expected {shown(expected)} (the mean over every counted token), got "
+            f"{shown(seen['value'])}; a mean of per-batch means weighs a short batch's tokens more")
 
 
 # ---------------------------------------------------------------- resuming
@@ -408,29 +432,40 @@ def test_an_interrupted_run_resumes_as_if_nothing_happened(submission, tmp_path)
     whole = submission.probe(probes.watch_train, {**cfg, "out_dir": str(tmp_path / "whole")})
     broken = {**cfg, "out_dir": str(tmp_path / "broken")}
     first = submission.probe(probes.watch_train, broken, 5)
-    assert first["result"] is None and len(first["steps"]) == 5, "the run was to be cut short after step 5"
+    assert first["result"] is None, "the run was to be cut short after step 5, yet train returned a result"
+    assert len(first["steps"]) == 5, \
+        f"the run cut short after step 5: expected 5 optimizer steps, got {len(first['steps'])}"
     second = submission.probe(probes.watch_train, {**broken, "resume": True})
     assert len(second["steps"]) == 3, (
-        f"the resumed run took {len(second['steps'])} optimizer steps; from the checkpoint of step 3 to max_steps=6 "
-        "it takes 3 (restore the step, the weights, the optimizer, the data position and the random state)")
+        f"the resumed run, from the checkpoint of step 3 to max_steps=6: expected 3 optimizer steps, got "
+        f"{len(second['steps'])} (restore the step, the weights, the optimizer, the data position and the random state)")
     want, got = whole["result"], second["result"]
     lines = learner_jsonl(tmp_path / "broken" / "log.jsonl", tmp_path)
     assert [e.get("step") for e in lines] == [1, 2, 3, 4, 5, 6], (
-        f"after the resume log.jsonl holds steps {[e.get('step') for e in lines]}: one line per step, as an "
-        "uninterrupted run writes it (drop the lines written after the checkpoint, keep those before it)")
-    assert [e.get("step") for e in got["log"]] == [1, 2, 3, 4, 5, 6], \
-        f"the resumed train returned the log of steps {[e.get('step') for e in got['log']]}: the whole run's"
+        f"log.jsonl's steps after the resume: expected [1, 2, 3, 4, 5, 6], got {shown([e.get('step') for e in lines])}: "
+        "one line per step, as an uninterrupted run writes it (drop the lines written after the checkpoint, keep those "
+        "before it)")
+    assert [e.get("step") for e in got["log"]] == [1, 2, 3, 4, 5, 6], (
+        f"the resumed train's returned log: expected steps [1, 2, 3, 4, 5, 6] (the whole run's), got "
+        f"{shown([e.get('step') for e in got['log']])}")
     for name, log in (("log.jsonl", lines), ("the returned log", got["log"])):
         for mine, theirs in zip(log, want["log"]):
             same = mine["tokens"] == theirs["tokens"] and all(
                 close(mine[key], theirs[key], **SAME_NUMBER) for key in ("loss", "grad_norm", "lr"))
-            assert same, (f"step {mine['step']} of {name} after the resume: {mine}; uninterrupted: {theirs} (first "
-                          "resumed step off: weights, data position or dropout's random state; later: the optimizer)")
-    assert [e["step"] for e in got["eval"]] == [e["step"] for e in want["eval"]] and all(
-        close(a["eval_loss"], b["eval_loss"], **SAME_NUMBER) for a, b in zip(got["eval"], want["eval"])), \
-        f"eval after the resume: {got['eval']}; uninterrupted: {want['eval']}"
-    assert close(got["final_eval_loss"], want["final_eval_loss"], **SAME_NUMBER), \
-        f"final_eval_loss {got['final_eval_loss']} after the resume, {want['final_eval_loss']} uninterrupted"
+            off = [key for key in ("tokens", "loss", "grad_norm", "lr")
+                   if not close(mine.get(key), theirs[key], **(dict(rtol=0, atol=0) if key == "tokens" else SAME_NUMBER))]
+            assert same, (f"step {mine['step']} of {name} after the resume: expected {shown({k: theirs[k] for k in off})} "
+                          f"(uninterrupted), got {shown({k: mine.get(k, '(missing)') for k in off})} (first resumed "
+                          "step off: weights, data position or dropout's random state; later: the optimizer)")
+    assert [e["step"] for e in got["eval"]] == [e["step"] for e in want["eval"]], (
+        f"eval steps after the resume: expected {shown([e['step'] for e in want['eval']])} (uninterrupted), got "
+        f"{shown([e['step'] for e in got['eval']])}")
+    assert all(close(a["eval_loss"], b["eval_loss"], **SAME_NUMBER) for a, b in zip(got["eval"], want["eval"])), (
+        f"eval losses after the resume: expected {shown([e['eval_loss'] for e in want['eval']])} (uninterrupted), "
+        f"got {shown([e['eval_loss'] for e in got['eval']])}")
+    assert close(got["final_eval_loss"], want["final_eval_loss"], **SAME_NUMBER), (
+        f"final_eval_loss after the resume: expected {shown(want['final_eval_loss'])} (uninterrupted), got "
+        f"{shown(got['final_eval_loss'])}")
     assert_close(second["final_params"], whole["final_params"], what="final weights, resumed against uninterrupted",
                  tensor=True, rtol=0, atol=SAME_PARAMS_ATOL)
 
@@ -446,7 +481,7 @@ def test_resume_without_a_checkpoint_raises(submission, tmp_path):
     if raised.value.not_implemented:
         raise raised.value                  # a stub: say so, as every other test does
     assert raised.value.info["type"] == "FileNotFoundError", \
-        f"train(resume=True) without a checkpoint raised {raised.value.info['type']}, expected FileNotFoundError"
+        f"train(resume=True) without a checkpoint: expected FileNotFoundError, got {raised.value.info['type']}"
 
 
 # ---------------------------------------------------------------- records and curves
@@ -460,32 +495,56 @@ def test_log_cadence_and_run_record(submission, tmp_path):
     cfg = run_config(tmp_path, max_steps=5, log_every=2, eval_every=2)
     result = submission.train(cfg)
     lines = learner_jsonl(tmp_path / "run" / "log.jsonl", tmp_path)
-    assert [e.get("step") for e in lines] == [2, 4], f"log.jsonl holds steps {[e.get('step') for e in lines]}"
-    assert lines == result["log"], "log.jsonl and the returned log differ"
+    assert [e.get("step") for e in lines] == [2, 4], \
+        f"log.jsonl with log_every=2, max_steps=5: expected steps [2, 4], got {shown([e.get('step') for e in lines])}"
+    assert lines == result["log"], \
+        f"log.jsonl: expected the returned log {shown(result['log'])}, got {shown(lines)}"
     for entry in lines:
-        assert {"step", "loss", "lr", "grad_norm", "tokens"} <= set(entry), f"a log line lacks a field: {entry}"
-    assert [e.get("step") for e in result["eval"]] == [2, 4], f"eval entries at steps {[e.get('step') for e in result['eval']]}"
+        assert {"step", "loss", "lr", "grad_norm", "tokens"} <= set(entry), \
+            f"a log line: expected the fields step, loss, lr, grad_norm and tokens, got {shown(entry)}"
+    assert [e.get("step") for e in result["eval"]] == [2, 4], (f"eval with eval_every=2, max_steps=5: expected steps "
+                                                             f"[2, 4], got {shown([e.get('step') for e in result['eval']])}")
     assert (tmp_path / "run" / "checkpoint.pt").is_file(), "train wrote no out_dir/checkpoint.pt"
     record = learner_json(result["record"], tmp_path)
-    assert record.get("commit") == submission.git_head, \
-        f"run.json's commit is {record.get('commit')!r}; your module's repository is at {submission.git_head!r}"
+    assert record.get("commit") == submission.git_head, (f"run.json's commit: expected {shown(submission.git_head)} "
+                                                         f"(your module's repository), got {shown(record.get('commit'))}")
     digests = {key: hashlib.sha256(open(cfg[key], "rb").read()).hexdigest() for key in ("train_path", "eval_path")}
-    assert record.get("data_version") == digests, "data_version: the sha256 of each data file's bytes"
-    assert record.get("seed") == cfg["seed"], f"run.json's seed is {record.get('seed')!r}, the run's {cfg['seed']}"
-    assert record.get("config", {}).get("log_every") == 2 and record["config"].get("betas") == [0.9, 0.95], \
-        "run.json's config: the run's full configuration, defaults included (betas as a list)"
+    assert record.get("data_version") == digests, (
+        f"run.json's data_version: expected the sha256 of each data file's bytes, {shown(digests, 200)}, got "
+        f"{shown(record.get('data_version'), 200)}")
+    assert record.get("seed") == cfg["seed"], \
+        f"run.json's seed: expected {shown(cfg['seed'])} (the run's), got {shown(record.get('seed'))}"
+    assert record.get("config", {}).get("log_every") == 2, (
+        f"run.json's config['log_every']: expected 2 (the run's), got {shown(record.get('config', {}).get('log_every'))}: "
+        "the run's full configuration, defaults included")
+    assert record["config"].get("betas") == [0.9, 0.95], (
+        f"run.json's config['betas']: expected [0.9, 0.95] (the default, as a list), got "
+        f"{shown(record['config'].get('betas'))}: the run's full configuration, defaults included")
     environment = record.get("environment", {})
-    assert {"python", "platform", "device"} <= set(environment) and environment.get("torch") == torch.__version__ \
-        and environment.get("transformers") == transformers.__version__, f"run.json's environment: {environment}"
+    assert {"python", "platform", "device"} <= set(environment), \
+        f"run.json's environment: expected the keys python, platform and device, got {shown(sorted(environment))}"
+    assert environment.get("torch") == torch.__version__, (f"run.json's environment['torch']: expected "
+                                                           f"{shown(torch.__version__)}, got {shown(environment.get('torch'))}")
+    assert environment.get("transformers") == transformers.__version__, (
+        f"run.json's environment['transformers']: expected {shown(transformers.__version__)}, got "
+        f"{shown(environment.get('transformers'))}")
     metrics = record.get("metrics", {})
-    assert metrics.get("final_eval_loss") == result["final_eval_loss"] and metrics.get("steps") == 5 \
-        and (metrics.get("tokens_per_s") or 0) > 0, f"run.json's metrics: {metrics}"
+    assert metrics.get("final_eval_loss") == result["final_eval_loss"], (
+        f"run.json's metrics['final_eval_loss']: expected {shown(result['final_eval_loss'])} (train's returned one), "
+        f"got {shown(metrics.get('final_eval_loss'))}")
+    assert metrics.get("steps") == 5, f"run.json's metrics['steps']: expected 5, got {shown(metrics.get('steps'))}"
+    assert (metrics.get("tokens_per_s") or 0) > 0, \
+        f"run.json's metrics['tokens_per_s']: expected a rate above 0, got {shown(metrics.get('tokens_per_s'))}"
     again = submission.train({**cfg, "log_every": 1, "out_dir": str(tmp_path / "again")})
     other = learner_json(again["record"], tmp_path)
-    assert isinstance(record.get("run_id"), str) and other.get("run_id") != record["run_id"], \
-        f"two runs of one configuration recorded run ids {record.get('run_id')!r} and {other.get('run_id')!r}"
-    assert other["metrics"].get("tokens") == sum(e["tokens"] for e in again["log"]), \
-        "run.json's tokens: the tokens counted in the loss over all steps"
+    assert isinstance(record.get("run_id"), str), \
+        f"run.json's run_id: expected a string, got {shown(record.get('run_id'))}"
+    assert other.get("run_id") != record["run_id"], (f"two runs of one configuration: expected two different run ids, got "
+                                                     f"{shown(record['run_id'])} twice")
+    tokens = sum(e["tokens"] for e in again["log"])
+    assert other["metrics"].get("tokens") == tokens, (f"run.json's metrics['tokens']: expected {shown(tokens)} (the "
+                                                      f"tokens counted in the loss over all steps), got "
+                                                      f"{shown(other['metrics'].get('tokens'))}")
 
 
 @pytest.mark.points(1)
@@ -498,17 +557,22 @@ def test_plot_curves_draws_loss_above_lr_on_log_steps_into_a_png(submission, tmp
            for s in range(1, 25)]
     (tmp_path / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     axes = submission.probe(probes.watch_plot, str(tmp_path / "log.jsonl"), str(tmp_path / "curves.png"))
-    assert learner_file(tmp_path / "curves.png", tmp_path)[:4] == b"\x89PNG", "no PNG was written"
-    assert len(axes) == 2, f"the saved figure has {len(axes)} axes: two subplots, loss and learning rate"
+    head = learner_file(tmp_path / "curves.png", tmp_path)[:4]
+    assert head == b"\x89PNG", f"curves.png: expected a PNG, starting b'\\x89PNG', got a file starting {shown(head)}"
+    assert len(axes) == 2, \
+        f"the saved figure: expected 2 axes (two subplots, loss and learning rate), got {len(axes)}"
     def drawing(key):
         values = [e[key] for e in log]
         return [ax for ax in axes if any(len(y) == len(values) and all(math.isclose(a, b) for a, b in zip(y, values))
                                          for _, y in ax["lines"])]
     loss, lr = drawing("loss"), drawing("lr")
     assert loss and lr, "one subplot draws the logged loss, the other the logged lr, against the steps"
-    assert loss[0]["xscale"] == "log" and lr[0]["xscale"] == "log", \
-        f"step axes: {loss[0]['xscale']} (loss), {lr[0]['xscale']} (lr); both logarithmic (one shared axis)"
-    assert loss[0]["top"] > lr[0]["top"], "the loss goes above, the learning rate below"
+    assert loss[0]["xscale"] == "log" and lr[0]["xscale"] == "log", (
+        f"step axes' scales: expected 'log' for both (one shared axis), got {shown(loss[0]['xscale'])} (loss) and "
+        f"{shown(lr[0]['xscale'])} (lr)")
+    assert loss[0]["top"] > lr[0]["top"], (
+        f"the loss subplot's top: expected above the lr subplot's {shown(lr[0]['top'])}, got {shown(loss[0]['top'])}: "
+        "the loss goes above, the learning rate below")
 
 
 # ---------------------------------------------------------------- configuration and determinism
@@ -523,12 +587,16 @@ def test_left_out_keys_mean_the_readme_defaults(submission, tmp_path):
     required = {key: cfg[key] for key in ("model_dir", "train_path", "eval_path")}
     short = submission.train({**required, "max_steps": 3, "out_dir": str(tmp_path / "new" / "deeper")})
     spelled = submission.train({**README_DEFAULTS, **required, "max_steps": 3, "out_dir": str(tmp_path / "spelled")})
-    assert short["log"] == spelled["log"], \
-        f"left out: {short['log'][:1]}...; spelled out: {spelled['log'][:1]}...: a left-out key takes its default"
+    differ = next((i for i, (a, b) in enumerate(zip(short["log"], spelled["log"])) if a != b), None)
+    left_out, spelled_out = (short["log"], spelled["log"]) if differ is None else (short["log"][differ], spelled["log"][differ])
+    assert short["log"] == spelled["log"], (
+        f"train with keys left out: expected the log of the defaults spelled out, {shown(spelled_out)}, got "
+        f"{shown(left_out)}: a left-out key takes its default")
     recorded = learner_json(short["record"], tmp_path).get("config", {})
     wrong = {key: recorded.get(key, "(missing)") for key, value in README_DEFAULTS.items()
              if key != "max_steps" and recorded.get(key, "(missing)") != value}
-    assert not wrong, f"run.json's config records {wrong}; the README's defaults are {README_DEFAULTS}"
+    assert not wrong, (f"run.json's config: expected the README's defaults "
+                       f"{shown({key: README_DEFAULTS[key] for key in wrong})}, got {shown(wrong)}")
 
 
 @pytest.mark.points(0.5)
@@ -540,8 +608,10 @@ def test_one_seed_one_run(submission, tmp_path):
     logs = [[(e["loss"], e["grad_norm"], e["tokens"]) for e in
              submission.train({**cfg, "seed": seed, "out_dir": str(tmp_path / f"seed{i}")})["log"]]
             for i, seed in enumerate((29, 29, 30))]
-    assert logs[0] == logs[1], f"seed 29 twice: {logs[0]} and {logs[1]}; seed the model and the data order"
-    assert logs[0] != logs[2], "seeds 29 and 30 logged the same numbers: the seed is not used"
+    assert logs[0] == logs[1], (f"two runs with seed 29: expected one log (loss, grad_norm, tokens), got "
+                                f"{shown(logs[0])} and {shown(logs[1])}; seed the model and the data order")
+    assert logs[0] != logs[2], \
+        f"seeds 29 and 30: expected two different logs, got {shown(logs[0])} twice: the seed is not used"
 
 
 @pytest.mark.points(1)
@@ -559,8 +629,9 @@ def test_the_contracts_model_and_eval_batches(submission, tmp_path):
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "pretrained", dtype=torch.float32).eval()
     pretrained = submission.probe(probes.watch_train, {**cfg, "init": "pretrained", "out_dir": str(tmp_path / "p"),
                                                        "model_dir": str(tmp_path / "pretrained")})
-    assert pretrained["param_dtypes"] == ["torch.float32"], \
-        f"a bf16 checkpoint trained as {pretrained['param_dtypes']}: the contract trains float32 weights"
+    assert pretrained["param_dtypes"] == ["torch.float32"], (
+        f"a bf16 checkpoint trained: expected parameter dtypes ['torch.float32'], got "
+        f"{shown(pretrained['param_dtypes'])}: the contract trains float32 weights")
     assert all(f["training"] for step in pretrained["steps"] for f in step["forwards"]), \
         "a pretrained model trained in eval mode (from_pretrained returns one): call model.train()"
     assert_close(pretrained["initial_params"], probes.flat(loaded.parameters()), tensor=True, rtol=0, atol=0,
@@ -568,8 +639,8 @@ def test_the_contracts_model_and_eval_batches(submission, tmp_path):
     rows = uneven_documents(505, 10)
     expected = token_mean_loss(loaded, [padded(rows[i:i + 4]) for i in range(0, 10, 4)])
     assert close(pretrained["result"]["final_eval_loss"], expected, **SAME_NUMBER), (
-        f"final_eval_loss {pretrained['result']['final_eval_loss']:.6f}; the unchanged model's mean over all 10 eval "
-        f"examples, 4 at a time in file order (the last batch of 2), is {expected:.6f}")
+        f"final_eval_loss: expected {shown(expected)} (the unchanged model's mean over all 10 eval examples, 4 at a "
+        f"time in file order, the last batch of 2), got {shown(pretrained['result']['final_eval_loss'])}")
 
 
 @pytest.mark.points(1)
@@ -584,8 +655,8 @@ def test_steps_take_the_contracts_batches_across_epochs(submission, tmp_path):
     expected = [counted(batches[i]) + counted(batches[i + 1]) for i in range(0, 12, 2)]
     got = [entry["tokens"] for entry in submission.train(cfg)["log"]]
     assert got == expected, (
-        f"tokens per step {got}; the contract's loader gives {expected} (5 batches an epoch: the third step takes the "
-        "last batch of epoch 1 and the first of epoch 2)")
+        f"tokens per step: expected {shown(expected)} (the contract's loader), got {shown(got)}; 5 batches an epoch: "
+        "the third step takes the last batch of epoch 1 and the first of epoch 2")
 
 
 # ---------------------------------------------------------------- convergence
@@ -624,8 +695,8 @@ def test_a_micro_model_learns_a_two_way_corpus(submission, tmp_path):
     rows = two_way_corpus(8, 64, length)
     measured = token_mean_loss(model.eval(), [padded(rows[i:i + 16]) for i in range(0, 64, 16)])
     assert measured >= floor - 0.05, (
-        f"eval loss {measured:.3f} nats/token is below the floor {floor:.3f}, which no model can beat: does the loss "
-        "score the next token (the shift)?")
+        f"the final model's eval loss: expected at least {floor - 0.05:.3f} nats/token (the floor {floor:.3f}, which "
+        f"no model can beat, less 0.05), got {measured:.3f}: does the loss score the next token (the shift)?")
     assert measured <= floor + QUICK_CONVERGENCE_MARGIN, (
-        f"after 60 steps the final model's eval loss is {measured:.3f} nats/token; the floor is {floor:.3f} and a "
-        f"correct loop ends within {QUICK_CONVERGENCE_MARGIN} of it")
+        f"the final model's eval loss after 60 steps: expected at most {floor + QUICK_CONVERGENCE_MARGIN:.3f} "
+        f"nats/token (a correct loop ends within {QUICK_CONVERGENCE_MARGIN} of the floor {floor:.3f}), got {measured:.3f}")

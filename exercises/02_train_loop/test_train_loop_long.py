@@ -14,6 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from grader.course import COURSE
+from grader.suite.checks import shown
 from grader.worker.loading import sibling_module
 
 probes = sibling_module(__file__, "probes")
@@ -61,9 +62,10 @@ def test_from_scratch_on_the_corpus_near_its_floor(submission, tmp_path):
     torch.nn.utils.vector_to_parameters(seen["final_params"], model.parameters())
     size = HOME_RUN["batch_size"]
     measured = visible.token_mean_loss(model.eval(), [visible.padded(rows[i:i + size]) for i in range(0, len(rows), size)])
-    assert measured >= floor, (f"eval loss {measured:.3f} nats/token, under the source's floor {floor:.3f}, which no "
-                               "model can beat: does the loss score the next token (the shift)?")
+    assert measured >= floor, (f"the final model's eval loss: expected at least the source's floor {floor:.3f} "
+                               f"nats/token, which no model can beat, got {measured:.3f}: does the loss score the next "
+                               "token (the shift)?")
     assert measured <= floor + HOME_MARGIN, (
-        f"after 100 steps your final model's eval loss is {measured:.3f} nats/token (your run reports "
-        f"{seen['result']['final_eval_loss']:.3f}); the floor is {floor:.3f}, and a correct loop ends within "
-        f"{HOME_MARGIN} of it")
+        f"the final model's eval loss after 100 steps: expected at most {floor + HOME_MARGIN:.3f} nats/token (a correct "
+        f"loop ends within {HOME_MARGIN} of the floor {floor:.3f}), got {measured:.3f} (your run reports "
+        f"{shown(seen['result']['final_eval_loss'])})")

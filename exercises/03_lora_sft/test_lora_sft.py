@@ -15,7 +15,7 @@ import torch
 
 from grader.course import COURSE
 from grader.session.submission import StudentError
-from grader.suite.checks import assert_close, assert_equal, sibling_module
+from grader.suite.checks import assert_close, assert_equal, shown, sibling_module
 from grader.suite.learner_files import learner_json, lora_adapter_copy
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
@@ -52,10 +52,12 @@ def test_a_fresh_layer_returns_the_base_output(submission):
     weight, bias, x = torch.randn(6, 8, generator=generator), torch.randn(6, generator=generator), \
         torch.randn(3, 8, generator=generator)
     seen = submission.probe(probes.lora_layer, weight, bias, 4, 8.0, x)
-    assert seen["A_shape"] == (4, 8) and seen["B_shape"] == (6, 4), \
-        f"lora_A has shape {seen['A_shape']} and lora_B {seen['B_shape']}; expected (r, in) = (4, 8) and (out, r) = (6, 4)"
-    assert seen["scaling"] == 2.0, f"scaling is {seen['scaling']}, expected alpha / r = 8 / 4 = 2"
-    assert seen["trainable"] == ["lora_A", "lora_B"], f"trainable parameters {seen['trainable']}: only lora_A and lora_B"
+    layer = "LoRALinear(nn.Linear(8, 6), r=4, alpha=8.0)"
+    assert seen["A_shape"] == (4, 8), f"{layer}.lora_A's shape: expected (r, in) = (4, 8), got {shown(seen['A_shape'])}"
+    assert seen["B_shape"] == (6, 4), f"{layer}.lora_B's shape: expected (out, r) = (6, 4), got {shown(seen['B_shape'])}"
+    assert seen["scaling"] == 2.0, f"{layer}.scaling: expected alpha / r = 8 / 4 = 2.0, got {shown(seen['scaling'])}"
+    assert seen["trainable"] == ["lora_A", "lora_B"], \
+        f"{layer}'s trainable parameters: expected ['lora_A', 'lora_B'] only, got {shown(seen['trainable'])}"
     assert_equal(seen["out"], x @ weight.T + bias, what="a fresh LoRALinear's output", tensor=True)
 
 
@@ -95,9 +97,17 @@ def test_add_lora_adapts_every_linear_layer_but_the_head(submission):
     names = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
     expected = sorted(f"model.layers.{i}.{name}" for i in range(2) for name in names)
-    assert seen["adapted"] == expected, f"adapted modules {seen['adapted']}, expected {expected}"
-    assert all(n.endswith((".lora_A", ".lora_B")) for n in seen["trainable"]) and len(seen["trainable"]) == 28, \
-        f"trainable parameters should be the 28 lora_A / lora_B, got {seen['trainable'][:4]}..."
+    got = seen["adapted"]
+    missing, extra = ([n.removeprefix("model.layers.") for n in sorted(a - b)] for a, b in ((set(expected), set(got)),
+                                                                                              (set(got), set(expected))))
+    assert got == expected, (
+        f"add_lora(micro Llama, 4, 8, 'all-linear') adapted modules: expected the 14 projections (7 per block, no lm_head), "
+        f"got {len(got)}; missing (in model.layers) {shown(missing)}, extra {shown(extra)}")
+    others = [n for n in seen["trainable"] if not n.endswith((".lora_A", ".lora_B"))]
+    assert all(n.endswith((".lora_A", ".lora_B")) for n in seen["trainable"]), \
+        f"trainable parameters after add_lora: expected only lora_A / lora_B, got also {shown(others)}"
+    assert len(seen["trainable"]) == 28, \
+        f"trainable parameters after add_lora: expected 28 (a lora_A and a lora_B on 14 layers), got {len(seen['trainable'])}"
 
 
 @pytest.mark.points(1)
@@ -109,7 +119,9 @@ def test_trainable_parameters_counts_the_adapters(submission):
     # q_proj 16 -> 16, v_proj 16 -> 8 (one key/value head of 8), two layers
     lora = 2 * 4 * ((16 + 16) + (16 + 8))
     base = 40 * 16 * 2 + 2 * (16 * 16 * 2 + 16 * 8 * 2 + 3 * 16 * 24 + 2 * 16) + 16
-    assert seen["counts"] == (lora, base + lora), f"trainable_parameters = {seen['counts']}, expected {(lora, base + lora)}"
+    assert seen["counts"] == (lora, base + lora), (
+        f"trainable_parameters(model) after add_lora(micro Llama, 4, 8, ['q_proj', 'v_proj']): expected "
+        f"{shown((lora, base + lora))}, got {shown(seen['counts'])}; r (in + out) per adapted layer, total with the adapters")
 
 
 @pytest.mark.points(1)
@@ -122,10 +134,13 @@ def test_labels_cover_the_reply_and_its_end_of_turn(submission):
     messages = [{"role": "user", "content": "the old cat sees anna."}, {"role": "assistant", "content": "cat"}]
     got = submission.probe(probes.tokenized, TOKENIZER, messages)
     ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
-    assert got["input_ids"] == list(ids), "input_ids must be the chat template's tokens"
+    assert got["input_ids"] == list(ids), \
+        f"tokenize_conversation's input_ids: expected the chat template's {shown(list(ids))}, got {shown(got['input_ids'])}"
     targets = [tokenizer.convert_ids_to_tokens(t) for t in got["labels"] if t != -100]
-    assert targets == ["▁cat", "<|end|>"], f"the tokens with labels are {targets}, expected ['▁cat', '<|end|>']"
-    assert got["attention_mask"] == [1] * len(ids), "attention_mask must be all ones"
+    assert targets == ["▁cat", "<|end|>"], \
+        f"tokenize_conversation's tokens with labels (not -100): expected ['▁cat', '<|end|>'], got {shown(targets)}"
+    assert got["attention_mask"] == [1] * len(ids), \
+        f"tokenize_conversation's attention_mask: expected {len(ids)} ones, got {shown(got['attention_mask'])}"
 
 
 def segments(row):
@@ -142,16 +157,24 @@ def test_pack_fills_rows_without_padding(submission):
     examples = [{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}, {"input_ids": [6]}, {"input_ids": [7, 8, 9, 10, 11]}]
     rows = submission.pack(examples, 4)
     for row in rows:
-        assert len(row["input_ids"]) == len(row["labels"]) == len(row["position_ids"]) <= 4, \
-            f"row {row}: three lists of at most 4 tokens"
+        assert len(row["input_ids"]) == len(row["labels"]) == len(row["position_ids"]) <= 4, (
+            f"a row of pack(examples, 4): expected input_ids, labels and position_ids of one length, at most 4, got "
+            f"lengths {shown(tuple(len(row[key]) for key in ('input_ids', 'labels', 'position_ids')))} in {shown(row)}")
         assert all(p == 0 or p == q + 1 for q, p in zip(row["position_ids"], row["position_ids"][1:])), \
-            f"position_ids {row['position_ids']} must count up from 0 within each example"
-    assert sorted(t for row in rows for t in row["input_ids"]) == list(range(1, 12)), "every token exactly once"
+            f"a row's position_ids: expected to count up from 0 within each example, got {shown(row['position_ids'])}"
+    tokens = sorted(t for row in rows for t in row["input_ids"])
+    assert tokens == list(range(1, 12)), \
+        f"the input_ids of all rows, sorted: expected every token exactly once, {shown(list(range(1, 12)))}, got {shown(tokens)}"
     got = sorted(segments(row) for row in rows)
     expected = sorted([[((7, 8, 9, 10), (-100, 8, 9, 10))],
                        [((1, 2, 3), (-100, 2, 3)), ((6,), (-100,))],
                        [((4, 5), (-100, 5)), ((11,), (-100,))]])
-    assert got == expected, f"rows (as their examples) {got}; best-fit decreasing (or first fit) gives {expected}"
+    got_ids, expected_ids = ([[ids for ids, _ in row] for row in packed] for packed in (got, expected))
+    assert got_ids == expected_ids, (f"pack(examples, 4)'s rows, as their examples' input_ids: expected {shown(expected_ids)}, "
+                                     f"got {shown(got_ids)}; best-fit decreasing (or first fit) gives the expected rows")
+    assert got == expected, (f"pack(examples, 4)'s rows, as their examples' labels: expected "
+                             f"{shown([[labels for _, labels in row] for row in expected])}, "
+                             f"got {shown([[labels for _, labels in row] for row in got])}")
 
 
 @pytest.mark.points(1)
@@ -163,7 +186,7 @@ def test_where_in_source_names_installed_functions(submission):
                     "lora_init", "lora_scaling", "merge"]:
         path = submission.where_in_source(concept)
         assert isinstance(path, str) and path.split(".")[0] in {"trl", "peft", "transformers"}, \
-            f"where_in_source({concept!r}) = {path!r}: a dotted path inside trl, peft or transformers"
+            f"where_in_source({shown(concept)}): expected a dotted path inside trl, peft or transformers, got {shown(path)}"
         parts = path.split(".")
         for cut in range(len(parts), 0, -1):
             try:
@@ -173,8 +196,10 @@ def test_where_in_source_names_installed_functions(submission):
                 continue
         for name in parts[cut:]:
             target = getattr(target, name, None)
-            assert target is not None, f"where_in_source({concept!r}) = {path!r} does not resolve at {name!r}"
-        assert callable(target), f"where_in_source({concept!r}) = {path!r} is not a function or method"
+            assert target is not None, \
+                f"where_in_source({shown(concept)}) = {shown(path)}: expected every part to resolve, got nothing at {shown(name)}"
+        assert callable(target), (f"where_in_source({shown(concept)}) = {shown(path)}: expected a function or method, "
+                                  f"got a {type(target).__name__}")
 
 
 @pytest.mark.points(1)
@@ -189,25 +214,28 @@ def test_generate_reply_decodes_the_new_tokens(submission):
     asked = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
     out = model.generate(**asked, max_new_tokens=5, do_sample=False, eos_token_id=[7, 2], pad_token_id=0)
     expected = tokenizer.decode(out[0, asked["input_ids"].shape[1]:], skip_special_tokens=True)
-    assert got == expected, f"generate_reply returned {got!r}; greedy decoding of the new tokens gives {expected!r}"
+    assert got == expected, (f"generate_reply(tiny Llama, [user: 'the old cat sees anna.'], 5): expected {shown(expected)}, "
+                             f"got {shown(got)}; greedy decoding of the new tokens only")
 
 
 @pytest.mark.points(1)
 @pytest.mark.concept("The real thing: peft + trl")
 @pytest.mark.timeout(300)
 def test_a_short_sft_run_saves_an_adapter(submission, tmp_path):
-    """two steps of SFTTrainer on eight conversations: the adapter files, one loss per step, 147,968 trainable"""
+    """two steps of SFTTrainer on eight conversations: the adapter files, one loss per step, 147968 trainable"""
     rows = (COURSE.datasets / "sft" / "train.jsonl").read_text().splitlines()[:8]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n")
     result = submission.sft_with_peft_trl(TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "adapter"),
                                           max_steps=2, learning_rate=1e-3, batch_size=4)
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         assert (tmp_path / "adapter" / name).exists(), f"no {name} in out_dir: save the peft model with save_pretrained"
-    assert learner_json(tmp_path / "adapter" / "adapter_config.json", tmp_path).get("r") == 16, \
-        "the adapter's r should be 16"
-    assert len(result["train_loss"]) == 2, f"train_loss has {len(result['train_loss'])} entries for 2 steps"
-    assert result["trainable_parameters"] == 147_968, \
-        f"trainable_parameters = {result['trainable_parameters']}; r=16 on all linear layers of the tiny Llama is 147,968"
+    r = learner_json(tmp_path / "adapter" / "adapter_config.json", tmp_path).get("r")
+    assert r == 16, f"adapter_config.json's r: expected 16, got {shown(r)}"
+    assert len(result["train_loss"]) == 2, (f"sft_with_peft_trl(max_steps=2)['train_loss']: expected 2 losses, one per step, "
+                                            f"got {len(result['train_loss'])}: {shown(result['train_loss'])}")
+    assert result["trainable_parameters"] == 147_968, (
+        f"sft_with_peft_trl(...)['trainable_parameters']: expected 147968 (r=16 on all linear layers of the tiny Llama), "
+        f"got {shown(result['trainable_parameters'])}")
 
 
 # ---------------------------------------------------------------- more of each section
@@ -229,19 +257,23 @@ def test_gradients_reach_only_the_adapters(submission):
     a, b = A.clone().requires_grad_(True), B.clone().requires_grad_(True)
     (((x @ weight.T + bias + x @ a.T @ b.T * 2.0) * upstream).sum()).backward()
     for name, want in (("lora_A", a.grad), ("lora_B", b.grad)):
-        assert seen["grads"].get(name) is not None, f"{name} received no gradient"
+        assert seen["grads"].get(name) is not None, f"{name}.grad after backward: expected a gradient, got None"
         assert_close(seen["grads"][name], want, what=f"gradient of {name}", tensor=True, rtol=1e-4, atol=1e-4)
     leaked = sorted(name for name, grad in seen["grads"].items() if name.startswith("base") and grad is not None)
-    assert not leaked, f"{leaked} received gradients: the base is frozen"
+    assert not leaked, f"gradients after backward: expected none on the frozen base, got some on {shown(leaked)}"
     fresh, bound = seen["fresh_A"], 1 / math.sqrt(300)
-    assert 0.5 * bound < float(fresh.abs().max()) <= bound * (1 + 1e-6), \
-        f"a fresh lora_A reaches {float(fresh.abs().max()):.4g}; kaiming_uniform_(a=sqrt(5)) draws within +-{bound:.4g}"
+    peak = float(fresh.abs().max())
+    assert 0.5 * bound < peak <= bound * (1 + 1e-6), (
+        f"a fresh lora_A (in=300)'s largest |value|: expected between {0.5 * bound:.4g} and {bound:.4g}, got {peak:.4g}; "
+        f"kaiming_uniform_(a=sqrt(5)) draws within +-1/sqrt(in)")
     spread = float(fresh.std()) / (bound / math.sqrt(3))
-    assert abs(spread - 1) < 0.15, f"a fresh lora_A's spread is {spread:.2f} times a uniform one's in +-1/sqrt(in)"
+    assert abs(spread - 1) < 0.15, (f"a fresh lora_A's std, as a multiple of a uniform one's in +-1/sqrt(in): "
+                                    f"expected within 0.15 of 1.00, got {spread:.2f}")
     low = submission.probe(probes.lora_details, weight[:, :8].bfloat16(), None, 2, 4.0, x[:, :8].bfloat16(),
                            A[:2, :8].bfloat16(), B[:, :2].bfloat16(), upstream.bfloat16())
-    assert low["dtypes"] == ["torch.bfloat16", "torch.bfloat16"], \
-        f"lora_A and lora_B of a bf16 base are {low['dtypes']}: the base's dtype"
+    assert low["dtypes"] == ["torch.bfloat16", "torch.bfloat16"], (
+        f"the dtypes of lora_A and lora_B on a bf16 base: expected ['torch.bfloat16', 'torch.bfloat16'] (the base's), "
+        f"got {shown(low['dtypes'])}")
 
 
 @pytest.mark.points(1)
@@ -260,7 +292,9 @@ def test_dropout_acts_on_the_adapter_input_in_training_only(submission):
     assert_close(update, update[:, :1].expand(-1, 4), tensor=True, rtol=1e-5, atol=1e-5,
                  what="the adapter's update in training, output by output (dropout on the output draws apart)")
     full = x.sum(1, keepdim=True)
-    assert (update[:, :1] - full).abs().max() > 1e-3, "in training with dropout 0.5 no input feature was ever dropped"
+    gap = float((update[:, :1] - full).abs().max())
+    assert gap > 1e-3, (f"dropout 0.5 in training, largest |update - undropped update| over 64 rows: expected above 0.001 "
+                        f"(some feature dropped), got {shown(gap)}: no input feature was ever dropped")
     still = submission.probe(probes.lora_details, weight, bias, 1, 1.0, x, A, torch.zeros(4, 1), upstream, 0.5, True)
     assert_close(still["out"], base, what="a layer with B = 0 in training (the base path is never dropped)",
                  tensor=True, **FP32)
@@ -278,7 +312,8 @@ def test_merged_is_a_plain_linear_and_leaves_the_layer_alone(submission):
     weight, x = torch.randn(3, 5, generator=g), torch.randn(7, 5, generator=g)
     A, B = torch.randn(2, 5, generator=g), torch.randn(3, 2, generator=g)
     seen = submission.probe(probes.lora_details, weight, None, 2, 3.0, x, A, B, torch.ones(7, 3))
-    assert seen["merged_type"] == "Linear", f"merged() returned a {seen['merged_type']}, not a plain nn.Linear"
+    assert seen["merged_type"] == "Linear", \
+        f"type(merged()).__name__: expected 'Linear' (a plain nn.Linear), got {shown(seen['merged_type'])}"
     assert_close(seen["merged_out"], x @ (weight + 1.5 * B @ A).T, what="merged()(x)", tensor=True, **FP32)
     assert seen["base_weight_kept"], "merged() changed the LoRA layer's base weight: build a new layer instead"
     assert_close(seen["unmerged_out"], seen["merged_out"], what="the LoRA layer after merged()", tensor=True, **FP32)
@@ -293,14 +328,16 @@ def test_add_lora_by_name_list(submission):
     seen = submission.probe(probes.adapted_model, MICRO_LLAMA, 2, 4, ["up_proj", "lm_head"])
     assert seen["returned_the_model"], "add_lora must return the model it adapted in place"
     expected = ["lm_head", "model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj"]
-    assert seen["adapted"] == expected, f"adapted modules {seen['adapted']}, expected {expected}"
+    assert seen["adapted"] == expected, (f"add_lora(micro Llama, 2, 4, ['up_proj', 'lm_head']) adapted modules: expected "
+                                         f"{shown(expected)}, got {shown(seen['adapted'])}")
+    others = [name for name in seen["trainable"] if not name.endswith((".lora_A", ".lora_B"))]
     assert all(name.endswith((".lora_A", ".lora_B")) for name in seen["trainable"]), \
-        f"trainable parameters {seen['trainable']}: only the adapters"
+        f"trainable parameters after add_lora: expected only lora_A / lora_B, got also {shown(others)}"
     with pytest.raises(StudentError) as raised:
         submission.probe(probes.adapted_model, MICRO_LLAMA, 2, 4, ["proj"])
-    assert raised.value.info["type"] == "ValueError", \
-        f"target_modules=['proj'] (every projection ends with '_proj', none with '.proj') raised " \
-        f"{raised.value.info['type']}, expected ValueError: a name is matched by its last components, not as a substring"
+    assert raised.value.info["type"] == "ValueError", (
+        f"add_lora(micro Llama, 2, 4, ['proj']): expected a 'ValueError', got a {shown(raised.value.info['type'])}; every "
+        f"projection ends with '_proj', none with '.proj': a name is matched by its last components, not as a substring")
 
 
 @pytest.mark.points(1)
@@ -314,8 +351,9 @@ def test_trainable_parameters_counts_a_tied_weight_once(submission):
     seen = submission.probe(probes.adapted_model, config, 2, 4, ["q_proj"])
     model = AutoModelForCausalLM.from_config(LlamaConfig(**config))
     expected = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"])).get_nb_trainable_parameters()
-    assert tuple(seen["counts"]) == tuple(expected), \
-        f"trainable_parameters = {tuple(seen['counts'])}; peft counts {tuple(expected)} (a tied weight is one parameter)"
+    assert tuple(seen["counts"]) == tuple(expected), (
+        f"trainable_parameters(model) with tied embeddings, adapters on q_proj: expected {shown(tuple(expected))} as peft "
+        f"counts, got {shown(tuple(seen['counts']))} (a tied weight is one parameter)")
 
 
 @pytest.mark.points(1)
@@ -333,13 +371,38 @@ def test_labels_of_a_multi_turn_conversation(submission):
     ids = list(template["input_ids"])
     expected = [t if keep else -100 for t, keep in zip(ids, template["assistant_masks"])]
     got = submission.probe(probes.chat_tokens, TOKENIZER, messages, None, "<|end|>")
-    assert got["input_ids"] == ids, "input_ids must be the chat template's tokens"
+    assert got["input_ids"] == ids, (
+        f"tokenize_conversation's input_ids: expected the chat template's {len(ids)} tokens, got {len(got['input_ids'])}; "
+        f"{_from_first_difference(got['input_ids'], ids)}")
     assert got["labels"] == expected, (
-        f"labels on {[tokenizer.convert_ids_to_tokens(t) for t in got['labels'] if t != -100]}; the template marks "
-        f"{[tokenizer.convert_ids_to_tokens(t) for t in expected if t != -100]} (mask by position, never by token id)")
+        f"tokenize_conversation's tokens with labels: expected {shown(_labelled(tokenizer, expected))} (the template's "
+        f"mask), got {shown(_labelled(tokenizer, got['labels']))}; mask by position, never by token id\n"
+        f"its labels {_from_first_difference(got['labels'], expected)}")
     cut = submission.probe(probes.chat_tokens, TOKENIZER, messages, 20)
-    assert cut["input_ids"] == ids[:20] and cut["labels"] == expected[:20] and cut["attention_mask"] == [1] * 20, \
-        "max_length=20 keeps the first 20 tokens of all three lists"
+    assert cut["input_ids"] == ids[:20], \
+        f"tokenize_conversation(max_length=20)['input_ids']: expected {shown(ids[:20])}, got {shown(cut['input_ids'])}"
+    assert cut["labels"] == expected[:20], \
+        f"tokenize_conversation(max_length=20)['labels']: expected {shown(expected[:20])}, got {shown(cut['labels'])}"
+    assert cut["attention_mask"] == [1] * 20, (f"tokenize_conversation(max_length=20)['attention_mask']: expected 20 ones, "
+                                               f"got {shown(cut['attention_mask'])}")
+
+
+def _from_first_difference(got, expected, width=6):
+    """Two lists from the first index where they differ (the shorter one's length when one starts the other)."""
+    at = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+    if at == len(got) == len(expected):
+        return f"the same values, but expected a {type(expected).__name__}, got a {type(got).__name__}"
+    return f"from index {at}: expected {shown(expected[at:at + width])}, got {shown(got[at:at + width])}"
+
+
+def _differing(these, those):
+    """The entries of the dict `these` that the dict `those` lacks or holds differently."""
+    return {key: value for key, value in these.items() if those.get(key) != value}
+
+
+def _labelled(tokenizer, labels):
+    """The tokens that carry a label (not -100), as text."""
+    return [tokenizer.convert_ids_to_tokens(t) for t in labels if t != -100]
 
 
 def _rows_of(rows):
@@ -357,10 +420,14 @@ def test_pack_keeps_labels_skips_empties_and_leaves_no_mergeable_rows(submission
                 {"input_ids": [41]}, {"input_ids": [51, 52, 53, 54, 55]}]
     rows = submission.pack(examples, 6)
     lengths = sorted(len(row["input_ids"]) for row in rows)
-    assert sum(lengths) == 15 and all(n <= 6 for n in lengths), f"row lengths {lengths}: 15 tokens in rows of at most 6"
+    assert sum(lengths) == 15, \
+        f"pack(examples, 6)'s rows: expected 15 tokens in all, got {shown(sum(lengths))} in rows of {shown(lengths)}"
+    assert all(n <= 6 for n in lengths), \
+        f"pack(examples, 6)'s row lengths: expected every one at most 6, got {shown(lengths)}"
     for i, a in enumerate(lengths):
         for b in lengths[i + 1:]:
-            assert a + b > 6, f"rows of {a} and {b} tokens could share one row of 6: open a row only when none fits"
+            assert a + b > 6, (f"pack(examples, 6)'s row lengths: expected no two rows that fit in one row of 6, got "
+                               f"{shown(lengths)} (rows of {a} and {b}): open a row only when none fits")
     pieces = {}
     for row in rows:
         starts = [i for i, p in enumerate(row["position_ids"]) if p == 0] + [len(row["position_ids"])]
@@ -368,8 +435,11 @@ def test_pack_keeps_labels_skips_empties_and_leaves_no_mergeable_rows(submission
             pieces[tuple(row["input_ids"][a:b])] = row["labels"][a:b]
     want = {(11, 12, 13, 14): [-100, -100, 13, 14], (21, 22): [-100, 22], (31, 32, 33): [-100, -100, 33],
             (41,): [-100], (51, 52, 53, 54, 55): [-100, 52, 53, 54, 55]}
-    assert pieces == want, f"examples (as position_ids cut them) and their labels: {pieces}; expected {want}"
-    assert submission.pack([{"input_ids": []}], 4) == [], "examples with no tokens at all pack into no rows: []"
+    assert pieces == want, (
+        f"pack(examples, 6)'s examples (cut where position_ids restart) and labels, where they differ: expected "
+        f"{shown(_differing(want, pieces))}, got {shown(_differing(pieces, want))}")
+    nothing = submission.pack([{"input_ids": []}], 4)
+    assert nothing == [], f"pack([{{'input_ids': []}}], 4): expected [] (no tokens, no rows), got {shown(nothing)}"
 
 
 @pytest.mark.points(1)
@@ -395,8 +465,8 @@ def test_the_reply_stops_at_the_end_of_turn(submission, tmp_path):
     tokenizer.save_pretrained(tmp_path / "rigged")
     messages = [{"role": "user", "content": "the old dog sees anna."}]
     seen = submission.probe(probes.reply_and_mode, str(tmp_path / "rigged"), messages, 6, True)
-    assert seen["reply"] == "dog", (f"generate_reply returned {seen['reply']!r}; the rigged model says 'dog' then "
-                                    "<|end|>: stop at <|end|> as well as </s>, decode only the new tokens")
+    assert seen["reply"] == "dog", (f"generate_reply(rigged model, 6 new tokens): expected 'dog', got {shown(seen['reply'])}; "
+                                    "it says 'dog' then <|end|>: stop at <|end|> as well as </s>, decode only the new tokens")
     assert seen["training_after"], "the model came in train mode and left in eval mode: restore the mode it was in"
 
 
@@ -413,32 +483,39 @@ def test_the_sft_run_trains_adapters_only_and_writes_inside_out_dir(submission, 
     ids = torch.tensor([[1, 5, 20, 30, 7, 6]])
     seen = submission.probe(probes.sft_run, TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "out"),
                             {"max_steps": 3, "learning_rate": 2e-3, "batch_size": 4}, str(tmp_path / "work"), ids)
-    assert seen["left_in_work_dir"] == [], (f"the run wrote {seen['left_in_work_dir']} into the working directory: "
-                                            "give the trainer an output_dir inside out_dir")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "train.jsonl", "work"], \
-        f"the run wrote outside out_dir: {sorted(p.name for p in tmp_path.iterdir())}"
+    assert seen["left_in_work_dir"] == [], (f"files the run left in the working directory: expected [], got "
+                                            f"{shown(seen['left_in_work_dir'])}; give the trainer an output_dir inside out_dir")
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["out", "train.jsonl", "work"], \
+        f"the folder around out_dir after the run: expected ['out', 'train.jsonl', 'work'], got {shown(written)}"
     assert seen.get("base_weights_kept"), "the base model's weights changed in training: only the adapters train"
     config = learner_json(tmp_path / "out" / "adapter_config.json", tmp_path)
     got = {key: config.get(key) for key in ("r", "lora_alpha", "lora_dropout", "task_type")}
     want = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "task_type": "CAUSAL_LM"}
-    assert got == want, f"adapter_config.json says {got}; the contract's LoraConfig gives {want}"
-    assert set(config.get("target_modules") or []) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                                       "down_proj"}, \
-        f"the adapter targets {config.get('target_modules')}: all-linear on a Llama is the seven projections"
+    assert got == want, f"adapter_config.json: expected {shown(want)} (the contract's LoraConfig), got {shown(got)}"
+    projections = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert set(config.get("target_modules") or []) == projections, (
+        f"adapter_config.json's target_modules: expected the seven projections {shown(sorted(projections))} "
+        f"(all-linear on a Llama), got {shown(config.get('target_modules'))}")
     with tempfile.TemporaryDirectory() as trusted:
         adapter = lora_adapter_copy(tmp_path / "out", tmp_path, 16, Path(trusted))
         with safe_open(str(adapter / "adapter_model.safetensors"), "pt") as weights:
             names = list(weights.keys())
     assert names and all("lora_" in name for name in names), \
         f"adapter_model.safetensors holds {[n for n in names if 'lora_' not in n][:3]}: save the LoRA weights only"
-    assert len(seen["result"]["train_loss"]) == 3, f"{len(seen['result']['train_loss'])} losses for 3 steps"
+    assert len(seen["result"]["train_loss"]) == 3, (f"sft_with_peft_trl(max_steps=3)['train_loss']: expected 3 losses, one "
+                                                    f"per step, got {len(seen['result']['train_loss'])}: "
+                                                    f"{shown(seen['result']['train_loss'])}")
     batch = seen["first_batch"]
     assert batch is not None and "labels" in batch, "the trainer computed no loss on a batch with labels"
     labelled = set(batch["labels"][batch["labels"] != -100].tolist())
     markers = {1: "<s>", 4: "<|system|>", 5: "<|user|>", 6: "<|assistant|>"}
-    assert not labelled & set(markers) and END_OF_TURN in labelled, (
-        f"the trainer's first batch has labels on {[markers[t] for t in sorted(labelled & set(markers))]}: with "
-        "assistant_only_loss=True only the replies and their <|end|> are targets")
+    assert not labelled & set(markers), (
+        f"the trainer's first batch: expected no labels on {shown(list(markers.values()))}, got labels on "
+        f"{shown([markers[t] for t in sorted(labelled & set(markers))])}; with assistant_only_loss=True only the replies "
+        "and their <|end|> are targets")
+    assert END_OF_TURN in labelled, ("the trainer's first batch: expected labels on <|end|> (it closes each reply), got "
+                                     "none there; with assistant_only_loss=True the replies and their <|end|> are targets")
 
 
 @pytest.mark.points(1)
@@ -456,8 +533,11 @@ def test_a_few_steps_lower_the_loss_and_the_adapter_reloads(submission, tmp_path
     seen = submission.probe(probes.sft_run, TOKENIZER, str(tmp_path / "train.jsonl"), str(tmp_path / "out"),
                             {"max_steps": 6, "learning_rate": 3e-3, "batch_size": 4}, str(tmp_path / "work"), ids)
     losses = seen["result"]["train_loss"]
-    assert len(losses) == 6 and losses[-1] < 0.8 * losses[0], \
-        f"training losses {[round(x, 2) for x in losses]}: six steps at 3e-3 bring the reply loss well down"
+    assert len(losses) == 6, \
+        f"sft_with_peft_trl(max_steps=6)['train_loss']: expected 6 losses, one per step, got {len(losses)}: {shown(losses)}"
+    assert losses[-1] < 0.8 * losses[0], (
+        f"training losses: expected the last below 0.8 x the first, {shown(round(0.8 * losses[0], 2))}, got "
+        f"{shown([round(x, 2) for x in losses])}; six steps at 3e-3 bring the reply loss well down")
     assert "logits" in seen, "no SFTTrainer was trained: nothing to compare the adapter with"
     with tempfile.TemporaryDirectory() as trusted:
         adapter = str(lora_adapter_copy(seen["result"]["adapter_dir"], tmp_path, 16, Path(trusted)))

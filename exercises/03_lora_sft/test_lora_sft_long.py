@@ -8,7 +8,6 @@ Your sft_with_peft_trl trains the tiny Llama for 40 steps of 8 of the first 320 
 conversations with the checker's convention. README.md, section "Does it learn?", states the
 graded run and its bar.
 """
-import json
 import tempfile
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grader.course import COURSE
+from grader.suite.checks import shown
 from grader.suite.learner_files import lora_adapter_copy
 from grader.worker.loading import load_module
 
@@ -60,6 +60,7 @@ def test_forty_steps_teach_the_skill(submission, tmp_path):
     score = checker.exact_match_accuracy(examples, answers)
     wrong = [(checker.gold_answer(e), a) for e, a in zip(examples, answers) if not checker.is_correct(e, a)]
     assert score >= HOME_BAR, (
-        f"exact match {score:.2f} on {EVAL_CONVERSATIONS} held-out conversations after 40 steps (the base model scores "
-        f"0.00, a correct run about 0.74); the bar here is {HOME_BAR}. Some (gold, reply) pairs: {wrong[:3]}; your "
-        f"training losses: {json.dumps([round(x, 2) for x in result['train_loss'][::8]])}")
+        f"exact match on {EVAL_CONVERSATIONS} held-out conversations after 40 steps: expected at least {HOME_BAR:.2f}, got "
+        f"{score:.2f} (base model 0.00, a correct run about 0.74)\n"
+        f"some (gold, reply) pairs: {shown(wrong[:3])}; every 8th training loss: "
+        f"{shown([round(x, 2) for x in result['train_loss'][::8]])}")

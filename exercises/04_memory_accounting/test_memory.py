@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from grader.session.submission import StudentError
+from grader.suite.checks import shown
 
 # Seconds for a test of quick calls: its own work is milliseconds, but the first test of a task also
 # waits for the worker that runs your module to start (4 s on a 2-core machine at load 2, several
@@ -37,6 +38,33 @@ def hf_model(config, device="meta", dtype=torch.float32):
         return AutoModelForCausalLM.from_config(hf_config, dtype=dtype).train()
 
 
+def blocks(values, keys):
+    """`values` at `keys` only, each number as plain Python (for a message)."""
+    return {k: v.item() if hasattr(v, "item") else v for k, v in ((k, values.get(k)) for k in keys)}
+
+
+UNSET = object()
+
+
+def setup_change(before, after, prefix=""):
+    """What differs between two oom_culprit setups, short: "optimizer 'sgd' -> 'adamw_8bit'"."""
+    parts = []
+    for key in list(before) + [k for k in after if k not in before]:
+        old, new = before.get(key, UNSET), after.get(key, UNSET)
+        if isinstance(old, dict) and isinstance(new, dict):
+            parts += [setup_change(old, new, f"{prefix}{key}.")] if old != new else []
+        elif old != new:
+            parts.append(f"{prefix}{key} " + " -> ".join("not given (default)" if v is UNSET else shown(v) for v in (old, new)))
+    return ", ".join(parts)
+
+
+def culprit_call(before, after):
+    """oom_culprit's two setups as the learner would describe them: model, method, what changed."""
+    config = before["config"]
+    model = {id(LLAMA_3_8B): "Llama 3 8B", id(TINY_LLAMA): "tiny llama"}.get(id(config), config.get("model_type"))
+    return f"oom_culprit({model}, {shown(before.get('method'))}: {setup_change(before, after) or 'nothing changed'})"
+
+
 def saved_bytes(model, batch, seq_len):
     """Bytes autograd saves for backward in one training forward: storages counted once, no parameters."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -61,7 +89,7 @@ def test_param_count_of_a_tiny_llama(submission):
     """param_count equals the parameters of the model from_config builds on the meta device"""
     expected = sum(p.numel() for p in hf_model(TINY_LLAMA).parameters())
     got = submission.param_count(TINY_LLAMA)
-    assert got == expected, f"param_count(tiny llama): expected {expected:,}, got {got!r}"
+    assert got == expected, f"param_count(tiny llama): expected {shown(expected)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -70,7 +98,7 @@ def test_param_count_of_a_tiny_llama(submission):
 def test_llama_3_8b_has_8_03_billion_parameters(submission):
     """Llama 3 8B has 8,030,261,248 parameters"""
     got = submission.param_count(LLAMA_3_8B)
-    assert got == 8_030_261_248, f"param_count(Llama 3 8B): expected 8,030,261,248, got {got!r}"
+    assert got == 8_030_261_248, f"param_count(Llama 3 8B): expected {shown(8_030_261_248)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -79,7 +107,8 @@ def test_llama_3_8b_has_8_03_billion_parameters(submission):
 def test_lora_on_every_linear_layer_of_llama_3_8b(submission):
     """r=16 on every linear layer of the blocks: 1,310,720 per block, 41,943,040 in all"""
     got = submission.lora_param_count(LLAMA_3_8B, 16)
-    assert got == 41_943_040, f"lora_param_count(Llama 3 8B, 16): expected 41,943,040, got {got!r}"
+    assert got == 41_943_040, \
+        f"lora_param_count(Llama 3 8B, 16): expected {shown(41_943_040)} (1310720 a block), got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -89,8 +118,11 @@ def test_full_fine_tuning_of_llama_3_8b(submission):
     """full fine-tuning: 16 bytes per parameter, 128.5 GB"""
     state = submission.training_memory(LLAMA_3_8B)
     n = 8_030_261_248
-    assert math.isclose(state["total"], 16 * n) and math.isclose(state["optimizer"], 8 * n), \
-        f"training_memory(Llama 3 8B): expected total {16 * n:,} and optimizer {8 * n:,}, got {state!r}"
+    assert math.isclose(state["total"], 16 * n), \
+        f"training_memory(Llama 3 8B)['total']: expected {shown(16 * n)} bytes (16 a parameter), got {shown(state['total'])}"
+    assert math.isclose(state["optimizer"], 8 * n), \
+        f"training_memory(Llama 3 8B)['optimizer']: expected {shown(8 * n)} bytes (8 a parameter), " \
+        f"got {shown(state['optimizer'])}"
 
 
 @pytest.mark.points(1)
@@ -99,7 +131,7 @@ def test_full_fine_tuning_of_llama_3_8b(submission):
 def test_kv_cache_of_llama_3_8b(submission):
     """Llama 3 8B caches 128 KiB per token: 2 x 32 layers x 8 KV heads x 128 x 2 bytes"""
     got = submission.kv_cache_bytes(LLAMA_3_8B, 1, 1)
-    assert got == 131_072, f"kv_cache_bytes(Llama 3 8B, 1, 1): expected 131,072, got {got!r}"
+    assert got == 131_072, f"kv_cache_bytes(Llama 3 8B, 1, 1): expected {shown(131_072)} (128 KiB), got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -108,7 +140,8 @@ def test_kv_cache_of_llama_3_8b(submission):
 def test_residual_stream_of_llama_3_8b(submission):
     """at 4096 tokens the residual stream is 32 MiB per layer, 1 GiB in all"""
     got = submission.residual_stream_bytes(LLAMA_3_8B, 1, 4096)
-    assert got == 2 ** 30, f"residual_stream_bytes(Llama 3 8B, 1, 4096): expected 2**30, got {got!r}"
+    assert got == 2 ** 30, \
+        f"residual_stream_bytes(Llama 3 8B, 1, 4096): expected {shown(2 ** 30)} (1 GiB), got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -124,8 +157,8 @@ def test_activations_of_a_tiny_llama_against_saved_tensors(submission):
         torch.set_num_threads(threads)
     got = submission.activation_bytes(TINY_LLAMA, 2, 48, bytes_per_value=4)
     assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, \
-        f"activation_bytes(tiny llama, 2, 48, bytes_per_value=4): expected within 25% of the measured {measured:,} " \
-        f"bytes, got {got!r}"
+        f"activation_bytes(tiny llama, 2, 48, bytes_per_value=4): expected within 25% of the measured " \
+        f"{shown(measured)} bytes, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -135,8 +168,10 @@ def test_decode_and_prefill_on_an_h100(submission):
     """Llama 3 8B on an H100 SXM: >= 4.8 ms per token (~208 tokens/s), ~67 ms to prefill 4096 tokens"""
     decode = submission.decode_ms_per_token(8_030_261_248, 2, 3.35e12)
     prefill = submission.prefill_ms(8_030_261_248, 4096, 989e12)
-    assert round(decode, 1) == 4.8, f"decode_ms_per_token(Llama 3 8B, bf16, H100): expected ~4.8 ms, got {decode!r}"
-    assert round(prefill) == 67, f"prefill_ms(Llama 3 8B, 4096 tokens, H100): expected ~67 ms, got {prefill!r}"
+    assert round(decode, 1) == 4.8, \
+        f"decode_ms_per_token(Llama 3 8B, bf16, H100): expected 4.8 ms once rounded to 0.1, got {shown(decode)}"
+    assert round(prefill) == 67, \
+        f"prefill_ms(Llama 3 8B, 4096 tokens, H100): expected 67 ms once rounded, got {shown(prefill)}"
 
 
 @pytest.mark.points(1)
@@ -145,10 +180,11 @@ def test_decode_and_prefill_on_an_h100(submission):
 def test_ridge_point_and_decode_gemv(submission):
     """the H100's ridge point is ~295 FLOP/byte; a batch-1 matmul is memory-bound"""
     ridge = submission.ridge_point(989e12, 3.35e12)
-    assert round(ridge) == 295, f"ridge_point(989e12, 3.35e12): expected ~295, got {ridge!r}"
+    assert round(ridge) == 295, f"ridge_point(989e12, 3.35e12): expected 295 once rounded, got {shown(ridge)}"
     intensity = submission.matmul_intensity(1, 4096, 4096)
-    assert submission.bound(intensity, 989e12, 3.35e12) == "memory", \
-        f"bound of a (1, 4096) @ (4096, 4096) matmul (intensity {intensity!r}): expected 'memory'"
+    got = submission.bound(intensity, 989e12, 3.35e12)
+    assert got == "memory", f"bound(intensity {shown(intensity)} of a (1, 4096) @ (4096, 4096) matmul, 989e12, " \
+                            f"3.35e12): expected 'memory', got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -159,7 +195,7 @@ def test_longer_sequences_grow_the_activations(submission):
     before = {"config": LLAMA_3_8B, "method": "lora", "seq_len": 2048}
     after = {"config": LLAMA_3_8B, "method": "lora", "seq_len": 8192}
     got = submission.oom_culprit(before, after)
-    assert got == "activations", f"oom_culprit(seq_len 2048 -> 8192): expected 'activations', got {got!r}"
+    assert got == "activations", f"{culprit_call(before, after)}: expected 'activations', got {shown(got)}"
 
 
 # ---------------------------------------------------------------- more of each section
@@ -191,9 +227,11 @@ SMALL_MIXTRAL = {"model_type": "mixtral", "hidden_size": 32, "intermediate_size"
 def test_param_count_of_tied_biased_and_wide_heads(submission):
     """a Qwen2 with tied embeddings (q, k, v biases), a Gemma whose heads x head_dim is wider than hidden_size, a
     Mixtral of 3 experts (every expert and the router count)"""
-    for config in (SMALL_QWEN2, SMALL_GEMMA, SMALL_MIXTRAL):
+    for name, config in (("SMALL_QWEN2, tied embeddings and q, k, v biases", SMALL_QWEN2),
+                         ("SMALL_GEMMA, 4 heads x head_dim 16 wider than hidden_size 40", SMALL_GEMMA),
+                         ("SMALL_MIXTRAL, 3 experts and a router", SMALL_MIXTRAL)):
         expected, got = meta_count(config), submission.param_count(config)
-        assert got == expected, f"param_count({config['model_type']} {config}): expected {expected:,}, got {got!r}"
+        assert got == expected, f"param_count({name}): expected {shown(expected)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -205,10 +243,12 @@ def test_keys_left_out_mean_what_hugging_face_makes_of_them(submission):
     old_llama = {k: v for k, v in TINY_LLAMA.items() if k not in ("num_key_value_heads", "tie_word_embeddings")}
     gpt2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40, "vocab_size": 90}
     mistral = {**TINY_LLAMA, "model_type": "mistral", "attention_bias": True}
-    for config in ({**old_llama, "head_dim": None}, {**TINY_LLAMA, "num_key_value_heads": None}, gpt2,
-                   {**gpt2, "n_inner": None}, mistral):
+    for name, config in (("tiny llama without num_key_value_heads and with head_dim None", {**old_llama, "head_dim": None}),
+                         ("tiny llama with num_key_value_heads None", {**TINY_LLAMA, "num_key_value_heads": None}),
+                         ("gpt2 without n_inner", gpt2), ("gpt2 with n_inner None", {**gpt2, "n_inner": None}),
+                         ("mistral with attention_bias True, which mistral ignores", mistral)):
         expected, got = meta_count(config), submission.param_count(config)
-        assert got == expected, f"param_count({config}): expected {expected:,}, got {got!r}"
+        assert got == expected, f"param_count({name}): expected {shown(expected)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -219,19 +259,23 @@ def test_lora_on_named_layers_and_a_name_the_model_lacks(submission):
     a block; a Mixtral's every expert and its router; a name the model lacks raises ValueError"""
     got = submission.lora_param_count(SMALL_QWEN2, 4, ["k_proj", "down_proj"])
     expected = lora_count_of(SMALL_QWEN2, 4, ("k_proj", "down_proj"))
-    assert got == expected, f"lora_param_count(qwen2, 4, ['k_proj', 'down_proj']): expected {expected:,}, got {got!r}"
+    assert got == expected, \
+        f"lora_param_count(qwen2, 4, ['k_proj', 'down_proj']): expected {shown(expected)}, got {shown(got)}"
     # per block: the attention's c_proj 32 -> 32, 4 (32 + 32) = 256, and the MLP's c_proj 128 -> 32, 4 (128 + 32) = 640
     got = submission.lora_param_count(SMALL_GPT2, 4, ["c_proj"])
     assert got == 2 * (256 + 640), \
-        f"lora_param_count(gpt2, 4, ['c_proj']): expected 1,792 (two c_proj layers a block: one name, two layers), got {got!r}"
+        f"lora_param_count(gpt2, 4, ['c_proj']): expected {shown(2 * (256 + 640))}, got {shown(got)} " \
+        f"(two c_proj layers a block: one name, two layers)"
     # per block: q, k, v, o 2 (64 + 48 + 48 + 64) = 448; per expert w1, w3, w2 3 x 2 (32 + 48) = 480; the router 2 (32 + 3)
     got = submission.lora_param_count(SMALL_MIXTRAL, 2)
     assert got == 2 * (448 + 3 * 480 + 70), \
-        f"lora_param_count(mixtral of 3 experts, 2): expected 3,916 (every expert's w1, w2, w3 and the router), got {got!r}"
+        f"lora_param_count(mixtral of 3 experts, 2): expected {shown(2 * (448 + 3 * 480 + 70))}, got {shown(got)} " \
+        f"(every expert's w1, w2, w3 and the router)"
     with pytest.raises(StudentError) as raised:
         submission.lora_param_count(SMALL_QWEN2, 4, ["qkv_proj"])
     assert raised.value.info["type"] == "ValueError", \
-        f"a name the model does not have raised {raised.value.info['type']}, expected ValueError (a typo adapts nothing)"
+        f"lora_param_count(qwen2, 4, ['qkv_proj']), a name the model lacks: expected ValueError, " \
+        f"got {raised.value.info['type']} (a typo adapts nothing)"
 
 
 @pytest.mark.points(1)
@@ -242,12 +286,15 @@ def test_lora_and_qlora_state_of_a_small_model(submission):
     half a byte plus a 4-byte scale per started block of 64 (QLoRA), 16 per adapter parameter, nothing else"""
     n, adapters = meta_count(SMALL_QWEN2), lora_count_of(SMALL_QWEN2, 8, ("q_proj", "v_proj"))
     assert n % 64, "course problem: the model's size should not be a multiple of 64"
-    for method, weights in (("lora", 2 * n), ("qlora", n / 2 + 4 * math.ceil(n / 64))):
+    for method, weights, why in (("lora", 2 * n, "2 bytes a base parameter"),
+                                 ("qlora", n / 2 + 4 * math.ceil(n / 64), "half a byte a base parameter and 4 bytes a "
+                                                                          "started block of 64")):
         got = submission.training_memory(SMALL_QWEN2, method, lora_r=8, lora_targets=["q_proj", "v_proj"])
         expected = {"weights": weights, "grads": 0, "master_weights": 0, "optimizer": 0, "lora": 16 * adapters,
                     "total": weights + 16 * adapters}
-        wrong = {k: got.get(k) for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)}
-        assert not wrong, f"training_memory(qwen2, {method!r}, r=8, q_proj+v_proj): expected {expected}, got {got!r}"
+        wrong = [k for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)]
+        assert not wrong, f"training_memory(qwen2, {shown(method)}, r=8, q_proj+v_proj): expected " \
+                          f"{shown(blocks(expected, wrong))}, got {shown(blocks(got, wrong))} ({why}, 16 an adapter one)"
 
 
 @pytest.mark.points(1)
@@ -258,8 +305,9 @@ def test_fsdp_divides_every_block(submission):
     for method in ("full", "lora", "qlora"):
         one = submission.training_memory(SMALL_QWEN2, method)
         four = submission.training_memory(SMALL_QWEN2, method, n_gpus=4)
-        wrong = {k: (four.get(k), v / 4) for k, v in one.items() if not math.isclose(four.get(k, math.nan), v / 4)}
-        assert not wrong, f"training_memory(qwen2, {method!r}, n_gpus=4) against a quarter of n_gpus=1: {wrong}"
+        wrong = [k for k, v in one.items() if not math.isclose(four.get(k, math.nan), v / 4)]
+        assert not wrong, f"training_memory(qwen2, {shown(method)}, n_gpus=4): expected a quarter of n_gpus=1's " \
+                          f"{shown({k: v / 4 for k, v in blocks(one, wrong).items()})}, got {shown(blocks(four, wrong))}"
 
 
 @pytest.mark.points(1)
@@ -273,17 +321,20 @@ def test_checkpointing_keeps_block_inputs_and_one_block(submission):
     plain = [submission.activation_bytes(c, 2, 64) for c in (TINY_LLAMA, deeper)]
     block_input = 2 * 64 * TINY_LLAMA["hidden_size"] * 2
     assert abs((peak[1] - peak[0]) / block_input - 1) <= ACTIVATION_TOLERANCE, (
-        f"a third layer adds {peak[1] - peak[0]:,} bytes to the checkpointed peak; it adds its input, "
-        f"{block_input:,} bytes (the recomputed block is still only one)")
-    assert plain[1] - plain[0] > 4 * block_input, \
-        f"a third layer adds {plain[1] - plain[0]:,} bytes without checkpointing: a whole block's saved tensors"
-    assert peak[0] < plain[0], f"checkpointing gives {peak[0]:,} bytes, no less than {plain[0]:,} without it"
+        f"activation_bytes(tiny llama, 2, 64, checkpointing=True), 3 layers minus 2: expected within 25% of one "
+        f"block input, {shown(block_input)} bytes, got {shown(peak[1] - peak[0])} (the recomputed block is still only one)")
+    assert plain[1] - plain[0] > 4 * block_input, (
+        f"activation_bytes(tiny llama, 2, 64), 3 layers minus 2: expected more than {shown(4 * block_input)} bytes, "
+        f"got {shown(plain[1] - plain[0])} (a whole block's saved tensors)")
+    assert peak[0] < plain[0], (f"activation_bytes(tiny llama, 2, 64, checkpointing=True): expected less than the "
+                                f"{shown(plain[0])} bytes without it, got {shown(peak[0])}")
     block = plain[1] - plain[0]
     assert peak[0] - 2 * block_input > block / 2, (
-        f"beyond the two block inputs the checkpointed peak holds {peak[0] - 2 * block_input:,} bytes, less than "
-        f"half of one block's {block:,}: the block being recomputed in backward saves its tensors too")
+        f"checkpointed peak beyond the two block inputs: expected more than half of one block, {shown(block / 2)} "
+        f"bytes, got {shown(peak[0] - 2 * block_input)} (the block being recomputed in backward saves its tensors too)")
     triple = submission.activation_bytes(TINY_LLAMA, 6, 64, checkpointing=True)
-    assert math.isclose(triple, 3 * peak[0]), f"checkpointed, batch 6: expected 3 x batch 2's {peak[0]:,}, got {triple!r}"
+    assert math.isclose(triple, 3 * peak[0]), (f"activation_bytes(tiny llama, 6, 64, checkpointing=True): expected 3 x "
+                                               f"batch 2's, {shown(3 * peak[0])}, got {shown(triple)}")
 
 
 @pytest.mark.points(1)
@@ -292,18 +343,23 @@ def test_checkpointing_keeps_block_inputs_and_one_block(submission):
 def test_fits_on_llama_3_8b_at_2048_tokens(submission):
     """at 2048 tokens (README: 40.8 GB of activations, 2.9 GB checkpointed): LoRA fits 80 GB, not 40; QLoRA
     checkpointed fits 12 GB, not 6; an inference setup that needs exactly the memory fits, one byte less does not"""
-    cases = [("lora", 80e9, {}, True), ("lora", 40e9, {}, False), ("qlora", 12e9, {"checkpointing": True}, True),
-             ("qlora", 6e9, {"checkpointing": True}, False), ("full", 24e9, {"n_gpus": 8, "checkpointing": True}, True),
-             ("full", 40e9, {"n_gpus": 8}, False),                   # activations are not sharded
-             ("lora", 16.5e9, {"checkpointing": True}, False)]       # 16.73 GB of r=16 all-linear state
-    for method, memory, extra, expected in cases:
-        got = submission.fits(LLAMA_3_8B, method, memory, seq_len=16 if memory == 16.5e9 else 2048, **extra)
-        assert got is expected, f"fits(Llama 3 8B, {method!r}, {memory / 1e9:g} GB, seq_len=2048, {extra}): " \
-                                f"expected {expected}, got {got!r}"
+    cases = [("lora", 80e9, {}, True, "40.8 GB of activations"), ("lora", 40e9, {}, False, "40.8 GB of activations"),
+             ("qlora", 12e9, {"checkpointing": True}, True, "2.9 GB of activations"),
+             ("qlora", 6e9, {"checkpointing": True}, False, "2.9 GB of activations"),
+             ("full", 24e9, {"n_gpus": 8, "checkpointing": True}, True, "state sharded over 8 GPUs"),
+             ("full", 40e9, {"n_gpus": 8}, False, "activations are not sharded"),
+             ("lora", 16.5e9, {"checkpointing": True}, False, "16.73 GB of r=16 all-linear state")]
+    for method, memory, extra, expected, why in cases:
+        seq_len = 16 if memory == 16.5e9 else 2048
+        got = submission.fits(LLAMA_3_8B, method, memory, seq_len=seq_len, **extra)
+        arguments = "".join(f", {k}={shown(v)}" for k, v in extra.items())
+        assert got is expected, f"fits(Llama 3 8B, {shown(method)}, {memory / 1e9:g}e9, seq_len={seq_len}{arguments}): " \
+                                f"expected {shown(expected)}, got {shown(got)} ({why})"
     need = (2 * 8_030_261_248 + 4 * 1024 * 131_072) / 2        # weights and 4 x 1024 tokens of cache, over 2 GPUs
     for memory, expected in ((need, True), (need - 1, False)):
         got = submission.fits(LLAMA_3_8B, "inference", memory, n_gpus=2, batch=4, seq_len=1024)
-        assert got is expected, f"fits(inference, {memory:,.0f} bytes, 2 GPUs): needs {need:,.0f}, expected {expected}"
+        assert got is expected, f"fits(Llama 3 8B, 'inference', {shown(memory)}, n_gpus=2, batch=4, seq_len=1024): " \
+                                f"expected {shown(expected)}, got {shown(got)} (it needs {shown(need)} bytes a GPU)"
 
 
 @pytest.mark.points(1)
@@ -326,7 +382,7 @@ def test_the_optimizer_and_the_cache_grow(submission):
               {"config": LLAMA_3_8B, "method": "full", "optimizer": "sgd", "checkpointing": True}, "optimizer")]
     for before, after, expected in cases:
         got = submission.oom_culprit(before, after)
-        assert got == expected, f"oom_culprit({before} -> {after}): expected {expected!r}, got {got!r}"
+        assert got == expected, f"{culprit_call(before, after)}: expected {shown(expected)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -338,13 +394,15 @@ def test_kv_cache_of_a_multi_head_gpt2_in_fp32(submission):
     gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 3, "n_head": 4, "n_positions": 128, "vocab_size": 90}
     got = submission.kv_cache_bytes(gpt2, 2, 10, bytes_per_value=4)
     expected = 2 * 3 * 2 * 10 * 4 * 16 * 4
-    assert got == expected, f"kv_cache_bytes(gpt2, batch 2, 10 tokens, fp32): expected {expected:,}, got {got!r}"
+    assert got == expected, f"kv_cache_bytes(gpt2, 2, 10, bytes_per_value=4): expected {shown(expected)}, got {shown(got)}"
     gemma = submission.kv_cache_bytes(SMALL_GEMMA, 1, 5)
-    assert gemma == 2 * 2 * 5 * 1 * 16 * 2, f"kv_cache_bytes(gemma, head_dim 16 stated): expected 640, got {gemma!r}"
+    assert gemma == 2 * 2 * 5 * 1 * 16 * 2, \
+        f"kv_cache_bytes(gemma with head_dim 16 stated, 1, 5): expected {shown(2 * 2 * 5 * 1 * 16 * 2)}, got {shown(gemma)}"
     windowed = {**TINY_LLAMA, "model_type": "mistral", "sliding_window": 8}
     got = submission.kv_cache_bytes(windowed, 1, 20)
-    assert got == 2 * 2 * 20 * 2 * 16 * 2, f"kv_cache_bytes(mistral, sliding window 8, 20 tokens): expected 5,120 " \
-                                           f"(a window shorter than the sequence: every token still counts), got {got!r}"
+    assert got == 2 * 2 * 20 * 2 * 16 * 2, \
+        f"kv_cache_bytes(mistral with sliding_window 8, 1, 20): expected {shown(2 * 2 * 20 * 2 * 16 * 2)}, " \
+        f"got {shown(got)} (a window shorter than the sequence: every token still counts)"
 
 
 @pytest.mark.points(1)
@@ -354,10 +412,11 @@ def test_intensity_on_the_ridge_is_compute_bound(submission):
     """a 64-row matmul's intensity; an intensity exactly at the ridge point is compute-bound, just below memory-bound"""
     got = submission.matmul_intensity(64, 1024, 512)
     expected = 2 * 64 * 1024 * 512 / (2 * (64 * 512 + 512 * 1024 + 64 * 1024))
-    assert math.isclose(got, expected), f"matmul_intensity(64, 1024, 512): expected {expected:.4f}, got {got!r}"
+    assert math.isclose(got, expected), f"matmul_intensity(64, 1024, 512): expected {shown(expected)}, got {shown(got)}"
     for intensity, want in ((100.0, "compute"), (99.9, "memory")):       # the ridge of 200e12 / 2e12 is 100
         got = submission.bound(intensity, 200e12, 2e12)
-        assert got == want, f"bound({intensity}, 200e12, 2e12), at a ridge of 100: expected {want!r}, got {got!r}"
+        assert got == want, \
+            f"bound({shown(intensity)}, 200e12, 2e12), at a ridge of 100: expected {shown(want)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -369,12 +428,14 @@ def test_full_state_block_by_block_and_an_unknown_method(submission):
     n = meta_count(SMALL_QWEN2)
     got = submission.training_memory(SMALL_QWEN2, "full")
     expected = {"weights": 2 * n, "grads": 2 * n, "master_weights": 4 * n, "optimizer": 8 * n, "lora": 0, "total": 16 * n}
-    assert all(math.isclose(got.get(k, math.nan), v, abs_tol=1e-6) for k, v in expected.items()), \
-        f"training_memory(qwen2 of {n:,} parameters, 'full'): expected {expected}, got {got!r}"
+    wrong = [k for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)]
+    assert not wrong, f"training_memory(qwen2 of {shown(n)} parameters, 'full'): expected {shown(blocks(expected, wrong))}, " \
+                      f"got {shown(blocks(got, wrong))} (bytes: 2, 2, 4 and 8 a parameter)"
     with pytest.raises(StudentError) as raised:
         submission.training_memory(SMALL_QWEN2, "adapter")
     assert raised.value.info["type"] == "ValueError", \
-        f"method='adapter' raised {raised.value.info['type']}, expected ValueError: an unknown method must not pass"
+        f"training_memory(qwen2, 'adapter'): expected ValueError, got {raised.value.info['type']} " \
+        f"(an unknown method must not pass)"
 
 
 @pytest.mark.points(1)
@@ -392,7 +453,8 @@ def test_bf16_activations_where_scores_or_the_loss_dominate(submission):
             got = submission.activation_bytes(config, batch, seq_len)
             assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, (
                 f"activation_bytes(vocab {config['vocab_size']}, {config['num_key_value_heads']} kv heads, batch "
-                f"{batch}, seq_len {seq_len}, bf16): expected within 25% of the measured {measured:,} bytes, got {got!r}")
+                f"{batch}, seq_len {seq_len}, bf16): expected within 25% of the measured {shown(measured)} bytes, "
+                f"got {shown(got)}")
     finally:
         torch.set_num_threads(threads)
     gpt2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40, "vocab_size": 90}
@@ -410,5 +472,5 @@ def test_decode_reads_the_weights_at_their_own_width(submission):
     model at 400e12 FLOP/s: 2.56 ms"""
     decode = submission.decode_ms_per_token(3e9, 0.5, 2e12)
     prefill = submission.prefill_ms(1e9, 512, 400e12)
-    assert math.isclose(decode, 0.75), f"decode_ms_per_token(3e9, 0.5 byte, 2e12 B/s): expected 0.75 ms, got {decode!r}"
-    assert math.isclose(prefill, 2.56), f"prefill_ms(1e9, 512 tokens, 400e12 FLOP/s): expected 2.56 ms, got {prefill!r}"
+    assert math.isclose(decode, 0.75), f"decode_ms_per_token(3e9, 0.5, 2e12): expected 0.75 ms, got {shown(decode)}"
+    assert math.isclose(prefill, 2.56), f"prefill_ms(1e9, 512, 400e12): expected 2.56 ms, got {shown(prefill)}"

@@ -134,15 +134,16 @@ def assert_same_rows(rows, expected, keys, what):
     __tracebackhide__ = True
     got = {tuple(row[k] for k in keys): row for row in rows}
     wanted = {tuple(row[k] for k in keys): row for row in expected.to_dict("records")}
-    assert len(rows) == len(got), f"{what}: {len(rows) - len(got)} groups come more than once"
+    assert len(rows) == len(got), \
+        f"{what}: expected one row per group, got {len(rows)} rows for {len(got)} groups (a group comes more than once)"
     missing, extra = sorted(set(wanted) - set(got)), sorted(set(got) - set(wanted), key=str)
     assert not missing, f"{what}: no row for {len(missing)} of the {len(wanted)} groups, e.g. {dict(zip(keys, missing[0]))}"
     assert not extra, f"{what}: rows for groups that are not in the data, e.g. {dict(zip(keys, extra[0]))}"
     for key, want in wanted.items():
         for column in TABLE:
             assert same(got[key][column], want[column]), \
-                f"{what}, group {dict(zip(keys, key))}: {column} is {got[key][column]!r}, expected {want[column]!r} " \
-                f"(of {want['n']} questions)"
+                f"{what}, group {shown(dict(zip(keys, key)))}: expected {column} {shown(want[column])}, " \
+                f"got {shown(got[key][column])} (of {shown(want['n'])} questions)"
 
 
 # ---------------------------------------------------------------- exact match
@@ -158,9 +159,10 @@ def test_load_results_marks_exact_matches(submission, tmp_path):
         what = f"load_results(path, 'new'{'' if normalize is None else f', {normalize}'})"
         rows = probes.table_rows(call(submission, "load_results", ["id", "correct"], new_path, "new", *arguments),
                                  what, ["id", "correct"])
-        got = [row["correct"] for row in rows]
-        assert [row["id"] for row in rows] == ["a1", "a2", "b1", "b2"], f"{what} keeps the file's rows, in order"
-        assert got == expected, f"{what}: correct is {got}, expected {expected}" + \
+        ids, got = [row["id"] for row in rows], [row["correct"] for row in rows]
+        assert ids == ["a1", "a2", "b1", "b2"], \
+            f"{what}: expected the file's ids in order, ['a1', 'a2', 'b1', 'b2'], got {shown(ids)}"
+        assert got == expected, f"{what}: expected correct {shown(expected)}, got {shown(got)}" + \
             (" (without normalize, surrounding whitespace is removed)" if normalize is None else "")
 
 
@@ -179,9 +181,9 @@ def test_gold_is_normalised_like_the_prediction(submission, tmp_path):
         rows = probes.table_rows(call(submission, "load_results", ["id", "correct"], path, "new", normalize), what,
                                  ["id", "correct"])
         got = [row["correct"] for row in rows]
-        assert got == expected, f"{what}: correct is {got} for the gold answers {[g for _, g, _ in lines]} and the " \
-                                f"answers {[p for _, _, p in lines]}, expected {expected} (normalise both sides, " \
-                                "with exactly the steps given)"
+        assert got == expected, f"{what}: expected correct {shown(expected)}, got {shown(got)} for gold " \
+                                f"{shown([g for _, g, _ in lines])} and answers {shown([p for _, _, p in lines])} " \
+                                "(normalise both sides, with exactly the steps given)"
 
 
 @pytest.mark.points(0.5)
@@ -195,10 +197,12 @@ def test_digit_answers_and_ids_stay_text(submission, tmp_path):
     rows = probes.table_rows(call(submission, "load_results", ["id", "correct"], path, "new"),
                              "load_results(path, 'new')", ["id", "correct"])
     ids, got = [row["id"] for row in rows], [row["correct"] for row in rows]
-    assert ids == [i for i, _, _ in lines], f"load_results: the ids come back as {ids}, the file holds " \
-                                            f"{[i for i, _, _ in lines]} (answers and ids are text: read with dtype=False)"
-    assert got == [False, False, True, True], f"load_results: correct is {got} for gold {[g for _, g, _ in lines]} and " \
-                                              f"answers {[p for _, _, p in lines]}, expected [False, False, True, True]"
+    assert ids == [i for i, _, _ in lines], \
+        f"load_results(path, 'new'): expected the ids as the file writes them, {shown([i for i, _, _ in lines])}, " \
+        f"got {shown(ids)} (answers and ids are text: read with dtype=False)"
+    assert got == [False, False, True, True], \
+        f"load_results(path, 'new'): expected correct [False, False, True, True], got {shown(got)} for gold " \
+        f"{shown([g for _, g, _ in lines])} and answers {shown([p for _, _, p in lines])}"
 
 
 @pytest.mark.points(0.5)
@@ -211,11 +215,13 @@ def test_each_model_reads_its_own_column(submission, tmp_path):
                                                   "pred_new": new, "pred_baseline": base} for i, g, base, new in lines])
     rows = probes.table_rows(call(submission, "load_results", ["id", "pred", "correct"], path, "baseline"),
                              "load_results(path, 'baseline')", ["id", "pred", "correct"])
-    assert [row["pred"] for row in rows] == [base for _, _, base, _ in lines], \
-        f"load_results(path, 'baseline'): pred is {[row['pred'] for row in rows]}, expected the file's pred_baseline " \
-        f"{[base for _, _, base, _ in lines]}"
-    assert [row["correct"] for row in rows] == [True, True, False], \
-        f"load_results(path, 'baseline'): correct is {[row['correct'] for row in rows]}, expected [True, True, False]"
+    preds = [row["pred"] for row in rows]
+    assert preds == [base for _, _, base, _ in lines], \
+        f"load_results(path, 'baseline'): expected pred to be the file's pred_baseline " \
+        f"{shown([base for _, _, base, _ in lines])}, got {shown(preds)}"
+    correct = [row["correct"] for row in rows]
+    assert correct == [True, True, False], \
+        f"load_results(path, 'baseline'): expected correct [True, True, False], got {shown(correct)}"
 
 
 # ---------------------------------------------------------------- pairing, lost and gained
@@ -229,7 +235,9 @@ def test_paired_matches_questions_by_id(submission, tmp_path):
                              "paired(new_path, base_path)", ["id", "correct", "correct_base"])
     got = {row["id"]: (row["correct"], row["correct_base"]) for row in rows}
     expected = {"a1": (True, False), "a2": (False, True), "b1": (False, True), "b2": (False, True)}
-    assert len(rows) == 4 and got == expected, f"paired: (correct, correct_base) by id is {got}, expected {expected}"
+    assert len(rows) == 4, f"paired(new_path, base_path): expected 4 rows, one per question, got {len(rows)}"
+    assert got == expected, \
+        f"paired(new_path, base_path): expected (correct, correct_base) by id {shown(expected)}, got {shown(got)}"
 
 
 @pytest.mark.points(1)
@@ -238,9 +246,12 @@ def test_paired_matches_questions_by_id(submission, tmp_path):
 def test_lost_and_gained(submission, tmp_path):
     """lost: the baseline right and the new model wrong; gained: the other way round"""
     got = call(submission, "lost_and_gained", ["lost", "gained"], *two_runs(tmp_path))
-    assert isinstance(got, dict) and {"lost", "gained"} <= set(got), f"lost_and_gained returned {got!r}"
-    assert sorted(got["lost"]) == ["a2", "b1", "b2"], f"lost: got {got['lost']}, expected a2, b1 and b2"
-    assert sorted(got["gained"]) == ["a1"], f"gained: got {got['gained']}, expected a1"
+    what = "lost_and_gained(new_path, base_path)"
+    assert isinstance(got, dict) and {"lost", "gained"} <= set(got), \
+        f"{what}: expected a dict with 'lost' and 'gained', got {shown(got, 80)}"
+    assert sorted(got["lost"]) == ["a2", "b1", "b2"], \
+        f"{what}['lost']: expected ['a2', 'b1', 'b2'] in any order, got {shown(got['lost'])}"
+    assert sorted(got["gained"]) == ["a1"], f"{what}['gained']: expected ['a1'], got {shown(got['gained'])}"
 
 
 @pytest.mark.points(1)
@@ -260,13 +271,14 @@ def test_lost_and_gained_leave_out_unchanged_questions(submission, tmp_path):
                     "gained": sorted(i for i, n, b in zip(truth["id"], new, base) if n and not b)}
         got = call(submission, "lost_and_gained", ["lost", "gained"], new_path, base_path, normalize)
         what = f"lost_and_gained(new, base, {normalize})"
-        assert isinstance(got, dict) and {"lost", "gained"} <= set(got), f"{what} returned {shown(got, 80)}"
+        assert isinstance(got, dict) and {"lost", "gained"} <= set(got), \
+            f"{what}: expected a dict with 'lost' and 'gained', got {shown(got, 80)}"
         for side in ("lost", "gained"):
             ids = list(got[side])
             assert sorted(ids) == expected[side], \
-                f"{what}[{side!r}]: {len(ids)} ids, expected {len(expected[side])}; should not be there: " \
-                f"{sorted(set(ids) - set(expected[side]))}, missing: {sorted(set(expected[side]) - set(ids))} " \
-                "(a question both models get right, or both wrong, did not change)"
+                f"{what}[{shown(side)}]: expected {shown(expected[side])}, got {shown(sorted(ids))}; should not be there: " \
+                f"{shown(sorted(set(ids) - set(expected[side])))} (a question both models get right, or both wrong, " \
+                "did not change)"
 
 
 # ---------------------------------------------------------------- accuracy per group
@@ -281,14 +293,16 @@ def test_accuracy_by_category_on_the_shipped_results(submission):
     by_category = {row["category"]: row for row in rows}
     for effect, category in (("code_answers_wrapped_in_backticks", "code"), ("arithmetic_improvement", "arithmetic")):
         planted_effect, got = PLANTED[effect], by_category.get(category)
-        assert got is not None, f"accuracy_by: no row for {category!r}; rows for {sorted(by_category)}"
+        what = f"accuracy_by(shipped, shipped, 'category'), {shown(category)}"
+        assert got is not None, f"{what}: expected a row, got rows for {shown(sorted(by_category))} only"
         expected = (planted_effect["n"], planted_effect["new_accuracy"], planted_effect["baseline_accuracy"])
         assert got["n"] == expected[0] and math.isclose(got["accuracy"], expected[1], abs_tol=1e-4) \
             and math.isclose(got["accuracy_base"], expected[2], abs_tol=1e-4), \
-            f"{category}: (n, accuracy, accuracy_base) is {(got['n'], got['accuracy'], got['accuracy_base'])}, " \
-            f"expected {expected}"
+            f"{what}: expected (n, accuracy, accuracy_base) {shown(expected)} (accuracies within 1e-4), " \
+            f"got {shown((got['n'], got['accuracy'], got['accuracy_base']))}"
         assert math.isclose(got["delta"], got["accuracy"] - got["accuracy_base"], abs_tol=ACCURACY), \
-            f"{category}: delta is {got['delta']}, expected accuracy - accuracy_base"
+            f"{what}: expected delta within 1e-9 of accuracy - accuracy_base = " \
+            f"{shown(got['accuracy'] - got['accuracy_base'])}, got {shown(got['delta'])}"
 
 
 @pytest.mark.points(1)
@@ -319,12 +333,13 @@ def test_overall_weighs_every_question_the_same(submission, tmp_path):
     questions = planted(rng, "large", (30, 900), "B" * 22 + "G" * 8 + "N" * 10) + planted(rng, "small", (30, 900), "LLLLN")
     new_path, base_path, truth = write_runs(tmp_path, questions, 66)
     got = call(submission, "overall", TABLE, new_path, base_path)
-    assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {shown(got, 80)}, expected a dict of {TABLE}"
+    assert isinstance(got, dict) and set(TABLE) <= set(got), \
+        f"overall(new, base): expected a dict with the keys {TABLE}, got {shown(got, 80)}"
     expected = {"n": len(truth), "accuracy": truth["correct"].mean(), "accuracy_base": truth["correct_base"].mean()}
     expected["delta"] = expected["accuracy"] - expected["accuracy_base"]
     for key, value in expected.items():
-        assert same(got[key], value), f"overall: {key} is {got[key]!r}, expected {value!r} (every question weighs the " \
-                                      "same: not the mean of the categories' accuracies)"
+        assert same(got[key], value), f"overall(new, base)[{shown(key)}]: expected {shown(value)}, got {shown(got[key])} " \
+                                      "(every question weighs the same: not the mean of the categories' accuracies)"
 
 
 # ---------------------------------------------------------------- length buckets
@@ -338,9 +353,11 @@ def test_length_buckets_keep_empty_buckets(submission, tmp_path):
                                   [0, 1000, 2000, 3000]),
                              "accuracy_by_length(new, base, [0, 1000, 2000, 3000])", ["low", "high", *TABLE])
     got = [(row["low"], row["high"], row["n"]) for row in rows]
-    assert got == [(0, 1000, 3), (1000, 2000, 0), (2000, 3000, 1)], f"(low, high, n) per bucket: {got}"
+    what = "accuracy_by_length(new, base, [0, 1000, 2000, 3000])"
+    assert got == [(0, 1000, 3), (1000, 2000, 0), (2000, 3000, 1)], \
+        f"{what}: expected (low, high, n) per bucket [(0, 1000, 3), (1000, 2000, 0), (2000, 3000, 1)], got {shown(got)}"
     empty = rows[1]["accuracy"]
-    assert empty is None or math.isnan(empty), f"the empty bucket's accuracy is {empty}, expected NaN or None"
+    assert empty is None or math.isnan(empty), f"{what}: expected the empty bucket's accuracy NaN or None, got {shown(empty)}"
 
 
 @pytest.mark.points(0.5)
@@ -357,8 +374,8 @@ def test_a_prompt_on_an_edge_is_in_the_bucket_below(submission, tmp_path):
     inside = [(truth["prompt_tokens"] > low) & (truth["prompt_tokens"] <= high) for low, high in zip(edges, edges[1:])]
     expected = [(low, high, int(mask.sum())) for (low, high), mask in zip(zip(edges, edges[1:]), inside)]
     got = [(row["low"], row["high"], row["n"]) for row in rows]
-    assert got == expected, f"accuracy_by_length(edges={edges}): (low, high, n) per bucket is {got}, expected " \
-                            f"{expected} (a prompt of exactly `high` tokens is in the bucket that ends there)"
+    assert got == expected, f"accuracy_by_length(new, base, {edges}): expected (low, high, n) per bucket {shown(expected)}, " \
+                            f"got {shown(got)} (a prompt of exactly `high` tokens is in the bucket that ends there)"
 
 
 @pytest.mark.points(1)
@@ -395,10 +412,13 @@ def test_largest_drop_is_long_retrieval(submission):
     got = probes.one_row(call(submission, "largest_drop", SLICE_KEEP, SHIPPED, SHIPPED, [0, 2000, 8000]),
                          "largest_drop(shipped, shipped, [0, 2000, 8000])", SLICE_KEEP)
     effect = PLANTED["long_prompt_retrieval_regression"]
+    what = "largest_drop(shipped, shipped, [0, 2000, 8000])"
     assert (got["category"], got["low"], got["n"]) == ("retrieval", 2000, effect["n"]), \
-        f"largest_drop: got the slice {got['category']!r} ({got['low']}, {got['high']}] of {got['n']} questions"
-    assert math.isclose(got["delta"], effect["new_accuracy"] - effect["baseline_accuracy"], abs_tol=1e-4), \
-        f"largest_drop: delta {got['delta']}"
+        f"{what}: expected the slice 'retrieval' (2000, 8000] of {shown(effect['n'])} questions, " \
+        f"got {shown(got['category'])} ({shown(got['low'])}, {shown(got['high'])}] of {shown(got['n'])} questions"
+    drop = effect["new_accuracy"] - effect["baseline_accuracy"]
+    assert math.isclose(got["delta"], drop, abs_tol=1e-4), \
+        f"{what}: expected delta within 1e-4 of {shown(drop)}, got {shown(got['delta'])}"
 
 
 @pytest.mark.points(0.5)
@@ -413,9 +433,10 @@ def test_largest_drop_leaves_out_small_slices(submission, tmp_path):
     got = probes.one_row(call(submission, "largest_drop", SLICE_KEEP, new_path, base_path, SLICE_EDGES, min_count=6),
                          "largest_drop(min_count=6)", SLICE_KEEP)
     assert (got["category"], got["low"]) == ("alpha", 0), \
-        f"largest_drop(min_count=6) returned {got['category']!r} ({got['low']}, {got['high']}] of {got['n']} questions, " \
-        "expected 'alpha' (0, 500]: a slice of fewer than min_count questions is no candidate"
-    assert same(got["delta"], -1 / 8), f"largest_drop: delta is {got['delta']!r}, expected {-1 / 8}"
+        f"largest_drop(min_count=6): expected the slice 'alpha' (0, 500], got {shown(got['category'])} " \
+        f"({shown(got['low'])}, {shown(got['high'])}] of {shown(got['n'])} questions: a slice of fewer than min_count " \
+        "questions is no candidate"
+    assert same(got["delta"], -1 / 8), f"largest_drop(min_count=6): expected delta {shown(-1 / 8)}, got {shown(got['delta'])}"
 
 
 @pytest.mark.points(0.5)
@@ -430,8 +451,9 @@ def test_largest_drop_ties_go_to_the_first_slice(submission, tmp_path):
     got = probes.one_row(call(submission, "largest_drop", SLICE_KEEP, new_path, base_path, SLICE_EDGES, min_count=5),
                          "largest_drop(min_count=5)", SLICE_KEEP)
     assert (got["category"], got["low"]) == ("lake", 500), \
-        f"largest_drop: 'lake' (500, 4000] and 'ocean' (0, 500] lose the same; got {got['category']!r} " \
-        f"({got['low']}, {got['high']}], expected the first in accuracy_by_length's order: 'lake' (500, 4000]"
+        f"largest_drop(min_count=5): expected 'lake' (500, 4000], got {shown(got['category'])} " \
+        f"({shown(got['low'])}, {shown(got['high'])}]: 'lake' (500, 4000] and 'ocean' (0, 500] lose the same, and the " \
+        "first in accuracy_by_length's order wins"
 
 
 @pytest.mark.points(0.5)
@@ -444,8 +466,8 @@ def test_largest_drop_is_none_when_nothing_drops(submission, tmp_path):
         + planted(rng, "south", LONG_PROMPTS, "BBLGNNN")
     new_path, base_path, _ = write_runs(tmp_path, questions, 76)
     got = call(submission, "largest_drop", SLICE_KEEP, new_path, base_path, SLICE_EDGES, min_count=5)
-    assert got is None, f"largest_drop(min_count=5) returned {shown(got, 120)}: no slice of at least 5 questions drops, " \
-                        "expected None"
+    assert got is None, f"largest_drop(min_count=5): expected None (no slice of at least 5 questions drops), " \
+                        f"got {shown(got, 120)}"
 
 
 # ---------------------------------------------------------------- is the difference real?
@@ -472,12 +494,14 @@ def test_bootstrap_tells_the_collapse_from_the_control(submission):
     for name, significant in (("long_prompt_retrieval_regression", True), ("long_prompts_outside_retrieval_unchanged", False)):
         effect = PLANTED[name]
         got = call(submission, "paired_bootstrap", BOOT, SHIPPED, SHIPPED, effect["where"], n_resamples=2000)
+        what = f"paired_bootstrap(shipped, shipped, {shown(effect['where'])}, n_resamples=2000)"
         assert isinstance(got, dict) and got.get("n") == effect["n"], \
-            f"paired_bootstrap(where={effect['where']}): n is {got.get('n') if isinstance(got, dict) else got!r}, " \
-            f"expected {effect['n']}"
-        assert got["low"] <= got["delta"] <= got["high"], f"{name}: the interval [{got['low']}, {got['high']}] " \
-                                                          f"does not contain delta {got['delta']}"
-        assert got["significant"] is significant, f"{name}: significant is {got['significant']}, expected {significant}"
+            f"{what}: expected n {shown(effect['n'])}, got {shown(got.get('n') if isinstance(got, dict) else got, 80)}"
+        assert got["low"] <= got["delta"] <= got["high"], \
+            f"{what}: expected low <= delta <= high, got [low, high] [{shown(got['low'])}, {shown(got['high'])}] " \
+            f"and delta {shown(got['delta'])}"
+        assert got["significant"] is significant, \
+            f"{what} ({name}): expected significant {significant}, got {shown(got['significant'])}"
 
 
 @pytest.mark.points(1)
@@ -493,20 +517,24 @@ def test_bootstrap_follows_the_recipe(submission, tmp_path):
                                             ({"categories": ["units"], "min_prompt_tokens": 300,
                                               "max_prompt_tokens": 1200}, 900, 0.05, 4)):
         expected = bootstrap_recipe(truth, where, n_resamples, alpha, seed)
-        assert not where or (expected["significant"] and expected["delta"] > 0), "the planted gain should read as real"
+        assert not where or (expected["significant"] and expected["delta"] > 0), \
+            f"the test's own recipe: expected the planted gain to read as real, got significant " \
+            f"{shown(expected['significant'])} and delta {shown(expected['delta'])}"
         what = f"paired_bootstrap(where={where or None}, n_resamples={n_resamples}, alpha={alpha}, seed={seed})"
         got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, where or None, n_resamples=n_resamples,
                    alpha=alpha, seed=seed)
-        assert isinstance(got, dict) and set(BOOT) <= set(got), f"{what} returned {shown(got, 80)}, expected a dict of {BOOT}"
-        assert got["n"] == expected["n"], f"{what}: n is {got['n']!r}, expected {expected['n']} (the bounds are inclusive)"
+        assert isinstance(got, dict) and set(BOOT) <= set(got), \
+            f"{what}: expected a dict with the keys {BOOT}, got {shown(got, 80)}"
+        assert got["n"] == expected["n"], \
+            f"{what}: expected n {shown(expected['n'])}, got {shown(got['n'])} (the bounds are inclusive)"
         for key in ("delta", "low", "high"):
             assert same(got[key], expected[key]), \
-                f"{what}: {key} is {got[key]!r}, expected {expected[key]!r} (questions sorted by id, one " \
+                f"{what}: expected {key} {shown(expected[key])}, got {shown(got[key])} (questions sorted by id, one " \
                 "rng.integers(0, n, size=(n_resamples, n)), the means of correct - correct_base, quantiles alpha / 2 " \
                 "and 1 - alpha / 2)"
         assert got["significant"] is expected["significant"], \
-            f"{what}: significant is {got['significant']!r}, expected {expected['significant']} for " \
-            f"[{expected['low']}, {expected['high']}]"
+            f"{what}: expected significant {shown(expected['significant'])} for [low, high] " \
+            f"[{shown(expected['low'])}, {shown(expected['high'])}], got {shown(got['significant'])}"
 
 
 # ---------------------------------------------------------------- vectorised
@@ -615,10 +643,13 @@ def test_table_functions_run_no_python_per_row(submission, tmp_path):
     why = " (the source is read once the values are right)"
     got = call(submission, "lost_and_gained", ["lost", "gained"], *two_runs(tmp_path))
     assert isinstance(got, dict) and sorted(got.get("lost", [])) == ["a2", "b1", "b2"] \
-        and sorted(got.get("gained", [])) == ["a1"], f"lost_and_gained returned {shown(got, 80)}" + why
+        and sorted(got.get("gained", [])) == ["a1"], \
+        "lost_and_gained(new_path, base_path): expected {'lost': ['a2', 'b1', 'b2'], 'gained': ['a1']} in any order, " \
+        f"got {shown(got, 80)}" + why
     rows = rows_of(submission, "accuracy_by", ["category", "n"], *two_runs(tmp_path), "category", what="accuracy_by" + why)
-    assert sorted((row["category"], row["n"]) for row in rows) == [("code", 2), ("math", 2)], \
-        f"accuracy_by(new, base, 'category'): (category, n) is {[(row['category'], row['n']) for row in rows]}" + why
+    pairs = sorted((row["category"], row["n"]) for row in rows)
+    assert pairs == [("code", 2), ("math", 2)], \
+        f"accuracy_by(new, base, 'category'): expected (category, n) [('code', 2), ('math', 2)], got {shown(pairs)}" + why
     found = per_row_code(submission.module_path)
     assert not found, f"{len(found)} place(s) run Python once per row, the first in {found[0][0]} at line " \
                       f"{found[0][1]}: {found[0][2]}; use column operations, merge, groupby and cut"
@@ -642,7 +673,9 @@ def test_loss_curve_is_an_svg_with_a_log_step_axis(submission, tmp_path):
     path = submission.plot_loss_curve(log_path, str(out_dir))
     axes = read_figure(learner_file(path, out_dir))
     assert axes[0].x.scale, axes[0].x.problem
-    assert axes[0].x.scale.kind == "log", "the step axis is linear: put it on a log scale (set_xscale('log'))"
+    assert axes[0].x.scale.kind == "log", \
+        f"plot_loss_curve: expected a log step axis, got {shown(axes[0].x.scale.kind)}: put it on a log scale " \
+        "(set_xscale('log'))"
     assert axes[0].y.scale, axes[0].y.problem
     assert axes[0].lines_following(steps, losses), "no line of the figure draws the logged loss against the step " \
                                                    "(every logged line, unsmoothed, at its step)"
@@ -659,11 +692,13 @@ def test_seed_band_draws_the_mean_and_the_spread(submission, tmp_path):
     path = submission.plot_seed_band([log for log, _, _ in logs], str(out_dir))
     axes = read_figure(learner_file(path, out_dir))[0]
     assert axes.x.scale and axes.y.scale, axes.x.problem or axes.y.problem
-    assert axes.x.scale.kind == "log", "the step axis is linear: put it on a log scale"
+    assert axes.x.scale.kind == "log", \
+        f"plot_seed_band: expected a log step axis, got {shown(axes.x.scale.kind)}: put it on a log scale"
     mean = [sum(log[2][i] for log in logs) / 3 for i in range(len(steps))]
     assert axes.lines_following(steps, mean), "no line of the figure draws the mean loss of the seeds"
     assert not any(axes.lines_following(steps, log[2]) for log in logs), "a seed is drawn as a line of its own"
     miss = axes.band_miss(steps, [min(log[2][i] for log in logs) for i in range(len(steps))],
                           [max(log[2][i] for log in logs) for i in range(len(steps))])
     assert miss is not None, "nothing is shaded: draw the spread with fill_between"
-    assert miss[0] <= 0.5, f"the band misses the seeds' range by {miss[0]:.1f} pixels at step {miss[1]:g}"
+    assert miss[0] <= 0.5, f"plot_seed_band: expected the band within 0.5 pixels of the seeds' lowest and highest " \
+                           f"loss, got {shown(round(float(miss[0]), 3))} pixels off at step {miss[1]:g}"
