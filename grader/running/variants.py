@@ -25,13 +25,14 @@ that no longer applies (after the base changed) an error, not a silent pass.
 from __future__ import annotations
 
 import ast
-import subprocess
+import hashlib
 import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.course import Task
 from grader.readme import rules_of
+from grader.session.intake import head_only_repository
 from grader.worker.loading import load_module
 
 REFERENCE, INDEPENDENT = "reference", "independent"
@@ -131,24 +132,13 @@ def base_source(task: Task, base: str) -> str:
 
 
 def materialize(task: Task, variant: Variant, root: Path) -> Path:
-    """Write the variant as a submission tree under `root`, committed as a learner's fork is;
-    return the tree."""
+    """Write the variant as a submission tree under `root`, with a repository whose HEAD is a
+    commit of its own (what official grading puts in a jail: `head_only_repository`), so that
+    what a variant records of its commit (a run record's `commit`) is observable, not null both
+    ways; return the tree. No git process runs: an audit writes hundreds of trees."""
     tree = Path(root) / variant.name
     (tree / task.name).mkdir(parents=True, exist_ok=True)
     source = variant.apply(base_source(task, variant.base))
     (tree / task.name / f"{task.module}.py").write_text(source, encoding="utf-8")
-    _commit(tree)
+    head_only_repository(tree, hashlib.sha1(f"{task.name}/{variant.name}\n{source}".encode()).hexdigest())
     return tree
-
-
-def _commit(tree: Path) -> None:
-    """Make the tree a repository of one commit, so that what a variant records of its own commit
-    (a run record's `commit`) is observable, not null both ways. Without git the tree stays a
-    plain folder, and such checks see null."""
-    git = ["git", "-c", "user.name=grader audit", "-c", "user.email=audit@localhost", "-c", "commit.gpgsign=false",
-           "-C", str(tree)]
-    try:
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-verify", "-m", "variant"]):
-            subprocess.run(git + args, check=True, capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return
