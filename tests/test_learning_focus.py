@@ -87,3 +87,12 @@ def test_the_screen_marks_the_focus_says_why_and_what_passing_leaves_out():
     assert "focus: C · failed C" in text and "second line" in text, "the focused test's feedback in full"
     narrow = screen_text(task, focus, width=40)
     assert all(len(line) <= 40 for line in narrow.splitlines()) and "…" in narrow
+
+
+def test_what_a_focused_test_printed_shows_its_end_marked_as_cut():
+    focus = Focus(ORDER, concept="A")
+    task = check(A="got 3, expected 4")
+    task.tests[0].output = "warning: a library's long warning " * 20 + "the learner's own last line"
+    focus.follow(task)
+    printed = next(line for line in screen_text(task, focus, width=400).splitlines() if "printed:" in line)
+    assert printed.strip().startswith("printed: …") and printed.rstrip().endswith("the learner's own last line"), printed

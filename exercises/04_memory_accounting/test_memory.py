@@ -438,6 +438,23 @@ def test_full_state_block_by_block_and_an_unknown_method(submission):
         f"(an unknown method must not pass)"
 
 
+@pytest.mark.points(0.5)
+@pytest.mark.concept("Activations")
+@pytest.mark.timeout(60)
+def test_activations_of_a_small_mixtral_against_saved_tensors(submission):
+    """a Mixtral of 3 experts, 2 per token (fp32): within 25% of what autograd saves (counted as a dense MLP: a third short)"""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)            # tiny matmuls: extra threads only wait
+    try:
+        measured = saved_bytes(hf_model(SMALL_MIXTRAL, "cpu"), 2, 24)
+    finally:
+        torch.set_num_threads(threads)
+    got = submission.activation_bytes(SMALL_MIXTRAL, 2, 24, bytes_per_value=4)
+    assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, \
+        f"activation_bytes(mixtral of 3 experts, 2 per token, 2, 24, bytes_per_value=4): expected within 25% of the " \
+        f"measured {shown(measured)} bytes, got {shown(got)} (each routed token saves a whole MLP's tensors: k per token)"
+
+
 @pytest.mark.points(1)
 @pytest.mark.concept("Activations")
 @pytest.mark.timeout(60)

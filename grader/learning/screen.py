@@ -17,6 +17,7 @@ _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": 
                  "crashed": "magenta", "skipped": "yellow"}
 MIN_REASON_CHARS = 12        # a failing concept's one-line reason in the table, however narrow the terminal
 CUT = "…"                    # marks text cut short
+PRINTED_CHARS = 300          # of what a focused test printed, the end is shown
 PASSES_MEANS = ("passes: the visible checks pass; the graded suite checks more of each concept (the README's last "
                 "section, \"What the graded suite checks\")")
 
@@ -84,7 +85,9 @@ def _details(test: TestResult) -> list[Text]:
     if test.location:
         parts.append(Text("  " + location_text(test.location), style="cyan"))
     if test.output:
-        parts.append(Text("  printed: " + test.output.strip()[-300:].replace("\n", "\n  "), style="dim"))
+        printed = test.output.strip()
+        printed = printed if len(printed) <= PRINTED_CHARS else CUT + printed[-PRINTED_CHARS:]
+        parts.append(Text("  printed: " + printed.replace("\n", "\n  "), style="dim"))
     return parts
 
 
