@@ -197,6 +197,13 @@ def test_the_focus_follows_the_concept_being_worked_on_and_hints_only_at_it(tmp_
         assert focused(screen) == "Arithmetic intensity"
         assert "hint 1 of" in screen and "· Arithmetic intensity" in screen, screen
         assert "· Which block" not in screen.split("hint 1 of", 1)[1], "a hint for a concept not in focus"
+
+        term.keys("n")                 # the hint stays with its concept: not under another's focus
+        screen = term.wait_for(r"focus: Which block", CHECK_S)
+        assert "hint 1 of" not in screen, screen
+        term.keys("p")
+        screen = term.wait_for(r"focus: Arithmetic intensity · ", CHECK_S)
+        assert "hint 1 of 3 · Arithmetic intensity" in " ".join(screen.split()), screen
     finally:
         term.close()
 

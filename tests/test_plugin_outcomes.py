@@ -223,3 +223,26 @@ def test_a_spec_reads_back_as_written(tmp_path, course):
     with pytest.raises(ValueError, match="backend 'thread'"):
         spec.but(backend="thread")
 
+
+
+PRINTING_TEST = '''import pytest
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Doubling")
+def test_prints_on_both_sides(submission):
+    print("the test's own notice")
+    assert submission.double(2) == 5
+'''
+
+
+@pytest.mark.parametrize("backend", ["worker", "inprocess"])
+def test_printed_is_what_the_learners_code_printed_never_the_tests_own(tmp_path, course, backend):
+    """A test's own output (a library's notice about the model the test builds, say) is nothing the
+    learner wrote or can act on: "printed" holds the learner's output alone, in a worker and in process."""
+    (course.root / "exercises/01_demo/test_printing.py").write_text(PRINTING_TEST)
+    learner = REFERENCE.replace("    return 2 * x", "    print('the learner says', x)\n    return 2 * x")
+    report = grade(tmp_path, course, learner_tree(tmp_path, learner), backend=backend,
+                   suite_files=("exercises/01_demo/test_printing.py",))
+    printed = results(report)["test_prints_on_both_sides"]["output"]
+    assert "the learner says 2" in printed and "the test's own notice" not in printed, printed

@@ -65,7 +65,7 @@ class Watcher:
         self.saves: queue.Queue[bool] = queue.Queue()     # each save: whether a visible test file changed
         self.steps: queue.Queue[int] = queue.Queue()      # each key that moves the focus: +1 or -1
         self.stop = threading.Event()
-        self.hint: Hint | None = None          # the hint offered last, shown until its concept passes
+        self.hint: Hint | None = None          # the hint offered last: kept until its concept passes, shown under its focus
         self.focus = Focus(concepts_of(task), concept)
         self.graded = graded_checks(task)       # what the hidden suite checks beyond the visible tests, per concept
         self.shown: tuple[ScoreReport, Text] | None = None     # the last check's report and header
@@ -179,7 +179,8 @@ class Watcher:
     def _show(self, report: ScoreReport, header: Text) -> None:
         from grader.learning.screen import check_screen
         self.console.clear()
-        self.console.print(check_screen(report, self.task.name, header, self.hint,
+        hint = self.hint if self.hint is not None and self.hint.concept == self.focus.concept else None
+        self.console.print(check_screen(report, self.task.name, header, hint,
                                         FOOTER.format(module=self.module_path.name), self.focus, self.console.width,
                                         self.graded))
 

@@ -46,8 +46,7 @@ from grader.session.outcome import (
     truncate,
     with_concept,
 )
-from grader.session.submission import (BACKENDS, Backend, BackendContext, CallTimeout, CourseFault, StudentError,
-                                      Submission)
+from grader.session.submission import BACKENDS, Backend, BackendContext, CallTimeout, CourseFault, StudentError, Submission
 from grader.spec import GradingSpec
 from grader.suite import metadata
 from grader.worker.dispatch import is_test_timeout
@@ -242,10 +241,8 @@ class GradingSession:
             result.feedback = with_concept(feedback, result.concept, status)
             if when == "call" and status != "skipped":
                 result.location = _learner_location(item, excinfo)
-        if when == "call":
-            result.output = tail(report.capstdout + report.capstderr)
-        if when == "teardown" and _OUTPUT in item.stash:
-            result.output = tail(result.output + item.stash[_OUTPUT], OUTPUT_LIMIT)
+        if when == "teardown" and _OUTPUT in item.stash:      # what the learner's code printed, nothing of the test's own
+            result.output = tail(item.stash[_OUTPUT], OUTPUT_LIMIT)
         if when == "teardown" and item.stash.get(_ARTIFACTS, None):
             result.artifacts = as_artifacts(item.stash[_ARTIFACTS])
 

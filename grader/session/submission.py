@@ -25,8 +25,15 @@ from grader.schema.report import OUT_OF_MEMORY, Status
 from grader.session.intake import git_head, jailed_commit, read_module
 from grader.worker import wire
 from grader.worker.dispatch import answer, asking
-from grader.worker.loading import (Location, StudentImportError, format_error, learner_traceback, load_module,
-                                   location_in_stack_dump, plain_error)
+from grader.worker.loading import (
+    Location,
+    StudentImportError,
+    format_error,
+    learner_traceback,
+    load_module,
+    location_in_stack_dump,
+    plain_error,
+)
 
 STARTUP_LIMIT_S = 60.0
 # A task's worker host (its zygote, in its jail) is started again after learner code ended it, once:
@@ -104,6 +111,39 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+class PrintedTail:
+    """What learner code printed in this process (while its module loaded and while it answered
+    calls: the test's own code and the libraries it drives print elsewhere), as a running count
+    and the last TAIL_CHARS, the in-process counterpart of a worker's `WorkerOutput`."""
+
+    TAIL_CHARS = 64 << 10
+
+    def __init__(self):
+        self.total = 0
+        self._tail = ""
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        self.total += len(text)
+        self._tail = (self._tail + text)[-self.TAIL_CHARS:]
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def taking(self):
+        """Within: what is printed comes here."""
+        with contextlib.redirect_stdout(self), contextlib.redirect_stderr(self):
+            yield
+
+    def since(self, mark: int) -> str:
+        """The text printed since `mark` (its tail, if more was printed than is kept)."""
+        start = max(mark, self.total - len(self._tail))
+        text = self._tail[len(self._tail) - (self.total - start):] if self.total > start else ""
+        return f"(earlier output cut)\n{text}" if start > mark else text
+
+
 class InProcessBackend:
     """Imports the learner's module into the test process: fast, for a learner's own runs."""
 
@@ -114,6 +154,7 @@ class InProcessBackend:
         self.module_bytes: bytes | None = None        # the import reads the file itself
         self._module: ModuleType | None = None
         self._raised: list[BaseException] = []
+        self.printed = PrintedTail()
 
     def launch(self) -> None:
         pass                   # importing in this process cannot overlap anything
@@ -125,11 +166,13 @@ class InProcessBackend:
     def start(self, deadline: float) -> None:
         __tracebackhide__ = True
         if self._module is None:
-            self._module = load_module(self.module_path)
+            with self.printed.taking():
+                self._module = load_module(self.module_path)
 
     def exchange(self, header: dict, blobs: list[bytes], deadline: float, name: str, witness=None):
         self._raised = []
-        return answer(self._module, self.module_path, header, blobs, asking(witness), raised=self._raised)
+        with self.printed.taking():
+            return answer(self._module, self.module_path, header, blobs, asking(witness), raised=self._raised)
 
     def learner_traceback(self):
         """The learner's own frames of what the last call raised: what pytest shows under the
@@ -140,10 +183,10 @@ class InProcessBackend:
         return CourseFault(f"the course's probe {name} could not run beside the learner's code: {error['message']}")
 
     def output_mark(self) -> int:
-        return 0
+        return self.printed.total
 
     def output_since(self, mark: int) -> str:
-        return ""              # pytest's own capture holds in-process output
+        return self.printed.since(mark)
 
     def discard_worker(self) -> None:
         pass
