@@ -1,7 +1,8 @@
 """A self-study learner can check every graded concept at home: each concept the hidden suite
 gives points to has a visible test and a hint ladder in both languages; neither gives away a
-line of the reference solution or a distinctive input of the hidden suite; and the bugs learners
-hit first in exercise 02 fail the visible suite, in their own concept, through the real grader."""
+line of the reference solution or a distinctive input of the hidden suite; the bugs learners
+hit first in exercise 02, and 04's that a visible check once missed, fail the visible suite, in their own
+concept, through the real grader; and a visible failure says what was expected and what came back."""
 import ast
 import re
 import tempfile
@@ -27,8 +28,11 @@ COMMON_SEEDS = range(10)
 # Hidden-suite constants a README publishes, which a visible check may therefore use.
 PUBLISHED = {("convergence.py", "MODEL"): "README 'Convergence' states the graded run's scaled-down model, which "
                                           "the long visible run trains too"}
-# The four bugs a learner met first in exercise 02, as mutants of the hidden suite's variants.py.
-PLANTED_02 = ("resume_ignored", "zero_grad_per_micro_batch", "clip_after_step", "resume_truncates_log")
+# Bugs the visible suites must catch, as mutants of the hidden suites' variants.py: the four a learner
+# met first in exercise 02, and 04's whose rules a visible check once left out (GPT-2's fused c_proj,
+# a Mixtral's router and its k routed copies of each token).
+PLANTED = {"02": ("resume_ignored", "zero_grad_per_micro_batch", "clip_after_step", "resume_truncates_log"),
+           "04": ("gpt2_lora_c_proj_once", "mixtral_lora_skips_router", "mixtral_experts_not_times_k")}
 
 
 # ---------------------------------------------------------------- reading suites and hints
@@ -298,25 +302,27 @@ def test_the_checks_see_what_they_look_for(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def planted_02_gradings(tmp_path_factory):
-    """The four planted bugs graded with the visible suite only, through the grader, in one batch."""
-    task = COURSE.task_named("02")
-    variants = {v.name: v for v in variants_of(task) if v.name in PLANTED_02}
-    assert sorted(variants) == sorted(PLANTED_02), "a planted 02 bug is missing from variants.py"
+def planted_gradings(request, tmp_path_factory):
+    """A task's planted bugs (`request.param`: the task) graded with the visible suite only,
+    through the grader, in one batch with the reference."""
+    task, names = COURSE.task_named(request.param), PLANTED[request.param]
+    variants = {v.name: v for v in variants_of(task) if v.name in names}
+    assert sorted(variants) == sorted(names), f"a planted bug of {task.name} is missing from variants.py"
     root = tmp_path_factory.mktemp("planted")
-    jobs = [runner.GradingRun(materialize(task, variants[name], root), [task], hidden=False) for name in PLANTED_02]
+    jobs = [runner.GradingRun(materialize(task, variants[name], root), [task], hidden=False) for name in names]
     jobs.append(runner.GradingRun(COURSE.solutions, [task], hidden=False))        # the control: loses nothing
     reports = runner.run_many(jobs, 2)
-    return task, variants, dict(zip([*PLANTED_02, "reference"], reports))
+    return task, variants, dict(zip([*names, "reference"], reports))
 
 
-# Full tier (the two below): exercise 02's visible suite against its planted bugs, content the full
-# audit also grades; the default tier grades visible suites through the same runner elsewhere.
+# Full tier (the two below): visible suites against their planted bugs, content the full audit also
+# grades; the default tier grades visible suites through the same runner elsewhere.
 @pytest.mark.e2e
 @pytest.mark.full
 @pytest.mark.timeout(900)
-def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradings):
-    task, _, reports = planted_02_gradings
+@pytest.mark.parametrize("planted_gradings", list(PLANTED), indirect=True)
+def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_gradings):
+    task, _, reports = planted_gradings
     result = reports["reference"].task(task.name)
     assert result and result.points == result.max_points, [t.id for t in result.tests if t.lost]
 
@@ -324,9 +330,10 @@ def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_02_gradi
 @pytest.mark.e2e
 @pytest.mark.full
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", PLANTED_02)
-def test_a_planted_02_bug_fails_a_visible_check_of_its_concept(planted_02_gradings, name):
-    task, variants, reports = planted_02_gradings
+@pytest.mark.parametrize("planted_gradings, name", [(task, name) for task, names in PLANTED.items() for name in names],
+                         indirect=["planted_gradings"])
+def test_a_planted_bug_fails_a_visible_check_of_its_concept(planted_gradings, name):
+    task, variants, reports = planted_gradings
     report = reports[name]
     assert report.complete, f"{name}: the grading was incomplete: {report.problems}"
     result = report.task(task.name)
