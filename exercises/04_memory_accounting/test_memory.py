@@ -82,6 +82,35 @@ def saved_bytes(model, batch, seq_len):
     return sum(saved.values())
 
 
+def assert_value_error(call, what, why=""):
+    """`call()` raises ValueError: the README's word for an input a function refuses."""
+    with pytest.raises(StudentError) as raised:
+        call()
+    assert raised.value.info["type"] == "ValueError", f"{what}: expected ValueError, got {raised.value.info['type']}{why}"
+
+
+def measured_activations(config, batch, seq_len, dtype=torch.float32):
+    """What autograd saves in one training forward of `config`'s model on the CPU, on one thread
+    (tiny matmuls: extra threads only wait)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return saved_bytes(hf_model(config, "cpu", dtype), batch, seq_len)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def assert_activations(submission, config, label, batch, seq_len, dtype=torch.float32, why=""):
+    """activation_bytes within ACTIVATION_TOLERANCE of what autograd saves: in fp32 (bytes_per_value=4)
+    or in bf16 (the default, left out of the call)."""
+    measured = measured_activations(config, batch, seq_len, dtype)
+    precision = {"bytes_per_value": 4} if dtype == torch.float32 else {}
+    got = submission.activation_bytes(config, batch, seq_len, **precision)
+    called = ", ".join([label, str(batch), str(seq_len), *(f"{k}={v}" for k, v in precision.items())])
+    assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, \
+        f"activation_bytes({called}): expected within 25% of the measured {shown(measured)} bytes, got {shown(got)}{why}"
+
+
 @pytest.mark.points(1)
 @pytest.mark.concept("Parameters from a config")
 @pytest.mark.timeout(60)
@@ -149,16 +178,7 @@ def test_residual_stream_of_llama_3_8b(submission):
 @pytest.mark.timeout(60)
 def test_activations_of_a_tiny_llama_against_saved_tensors(submission):
     """activation_bytes (fp32) is within 25% of what autograd saves in a CPU forward"""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)            # tiny matmuls: extra threads only wait
-    try:
-        measured = saved_bytes(hf_model(TINY_LLAMA, "cpu"), 2, 48)
-    finally:
-        torch.set_num_threads(threads)
-    got = submission.activation_bytes(TINY_LLAMA, 2, 48, bytes_per_value=4)
-    assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, \
-        f"activation_bytes(tiny llama, 2, 48, bytes_per_value=4): expected within 25% of the measured " \
-        f"{shown(measured)} bytes, got {shown(got)}"
+    assert_activations(submission, TINY_LLAMA, "tiny llama", 2, 48)
 
 
 @pytest.mark.points(1)
@@ -272,11 +292,8 @@ def test_lora_on_named_layers_and_a_name_the_model_lacks(submission):
     assert got == 2 * (448 + 3 * 480 + 70), \
         f"lora_param_count(mixtral of 3 experts, 2): expected {shown(2 * (448 + 3 * 480 + 70))}, got {shown(got)} " \
         f"(every expert's w1, w2, w3 and the router)"
-    with pytest.raises(StudentError) as raised:
-        submission.lora_param_count(SMALL_QWEN2, 4, ["qkv_proj"])
-    assert raised.value.info["type"] == "ValueError", \
-        f"lora_param_count(qwen2, 4, ['qkv_proj']), a name the model lacks: expected ValueError, " \
-        f"got {raised.value.info['type']} (a typo adapts nothing)"
+    assert_value_error(lambda: submission.lora_param_count(SMALL_QWEN2, 4, ["qkv_proj"]),
+                       "lora_param_count(qwen2, 4, ['qkv_proj']), a name the model lacks", " (a typo adapts nothing)")
 
 
 @pytest.mark.points(1)
@@ -432,11 +449,8 @@ def test_full_state_block_by_block_and_an_unknown_method(submission):
     wrong = [k for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)]
     assert not wrong, f"training_memory(qwen2 of {shown(n)} parameters, 'full'): expected {shown(blocks(expected, wrong))}, " \
                       f"got {shown(blocks(got, wrong))} (bytes: 2, 2, 4 and 8 a parameter)"
-    with pytest.raises(StudentError) as raised:
-        submission.training_memory(SMALL_QWEN2, "adapter")
-    assert raised.value.info["type"] == "ValueError", \
-        f"training_memory(qwen2, 'adapter'): expected ValueError, got {raised.value.info['type']} " \
-        f"(an unknown method must not pass)"
+    assert_value_error(lambda: submission.training_memory(SMALL_QWEN2, "adapter"), "training_memory(qwen2, 'adapter')",
+                       " (an unknown method must not pass)")
 
 
 @pytest.mark.points(0.5)
@@ -444,16 +458,8 @@ def test_full_state_block_by_block_and_an_unknown_method(submission):
 @pytest.mark.timeout(60)
 def test_activations_of_a_small_mixtral_against_saved_tensors(submission):
     """a Mixtral of 3 experts, 2 per token (fp32): within 25% of what autograd saves (counted as a dense MLP: a third short)"""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)            # tiny matmuls: extra threads only wait
-    try:
-        measured = saved_bytes(hf_model(SMALL_MIXTRAL, "cpu"), 2, 24)
-    finally:
-        torch.set_num_threads(threads)
-    got = submission.activation_bytes(SMALL_MIXTRAL, 2, 24, bytes_per_value=4)
-    assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, \
-        f"activation_bytes(mixtral of 3 experts, 2 per token, 2, 24, bytes_per_value=4): expected within 25% of the " \
-        f"measured {shown(measured)} bytes, got {shown(got)} (each routed token saves a whole MLP's tensors: k per token)"
+    assert_activations(submission, SMALL_MIXTRAL, "mixtral of 3 experts, 2 per token", 2, 24,
+                       why=" (each routed token saves a whole MLP's tensors: k per token)")
 
 
 @pytest.mark.points(1)
@@ -462,24 +468,12 @@ def test_activations_of_a_small_mixtral_against_saved_tensors(submission):
 def test_bf16_activations_where_scores_or_the_loss_dominate(submission):
     """bf16 training forwards on the CPU, within 25% of what autograd saves: long sequences (the seq^2 probabilities
     with repeated k and v) and a large vocabulary (the fp32 log-probabilities); GPT-2 raises ValueError"""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)            # tiny matmuls: extra threads only wait
-    try:
-        for config, batch, seq_len in (({**TINY_LLAMA, "num_key_value_heads": 1}, 1, 160),
-                                       ({**TINY_LLAMA, "vocab_size": 3000}, 3, 12)):
-            measured = saved_bytes(hf_model(config, "cpu", torch.bfloat16), batch, seq_len)
-            got = submission.activation_bytes(config, batch, seq_len)
-            assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, (
-                f"activation_bytes(vocab {config['vocab_size']}, {config['num_key_value_heads']} kv heads, batch "
-                f"{batch}, seq_len {seq_len}, bf16): expected within 25% of the measured {shown(measured)} bytes, "
-                f"got {shown(got)}")
-    finally:
-        torch.set_num_threads(threads)
+    for config, batch, seq_len in (({**TINY_LLAMA, "num_key_value_heads": 1}, 1, 160),
+                                   ({**TINY_LLAMA, "vocab_size": 3000}, 3, 12)):
+        label = f"bf16, vocab {config['vocab_size']}, {config['num_key_value_heads']} kv heads"
+        assert_activations(submission, config, label, batch, seq_len, torch.bfloat16)
     gpt2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 40, "vocab_size": 90}
-    with pytest.raises(StudentError) as raised:
-        submission.activation_bytes(gpt2, 1, 16)
-    assert raised.value.info["type"] == "ValueError", \
-        f"activation_bytes of a gpt2 config: expected ValueError, got {raised.value.info['type']}"
+    assert_value_error(lambda: submission.activation_bytes(gpt2, 1, 16), "activation_bytes of a gpt2 config")
 
 
 @pytest.mark.points(1)

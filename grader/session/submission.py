@@ -114,7 +114,7 @@ class Backend(Protocol):
 class PrintedTail:
     """What learner code printed in this process (while its module loaded and while it answered
     calls: the test's own code and the libraries it drives print elsewhere), as a running count
-    and the last TAIL_CHARS, the in-process counterpart of a worker's `WorkerOutput`."""
+    and at least the last TAIL_CHARS, the in-process counterpart of a worker's `WorkerOutput`."""
 
     TAIL_CHARS = 64 << 10
 
@@ -125,7 +125,9 @@ class PrintedTail:
     def write(self, text: str) -> int:
         text = str(text)
         self.total += len(text)
-        self._tail = (self._tail + text)[-self.TAIL_CHARS:]
+        self._tail += text
+        if len(self._tail) > 2 * self.TAIL_CHARS:      # cut now and then, not at every line printed
+            self._tail = self._tail[-self.TAIL_CHARS:]
         return len(text)
 
     def flush(self) -> None:
