@@ -372,3 +372,34 @@ def test_the_message_rules_see_what_they_look_for():
     assert breaks("assert close(a, b) and c, f'expected {b}, got {a!r}'\n") == ["test_x.py:1: !r"]
     assert breaks("raise AssertionError(f'expected {b:,}, got {a}')\n") == ["test_x.py:1: :,"]
     assert breaks("assert not a < b, f'f(1): expected {shown(b)}, got {shown(a)}'\nassert a, 'no values'\n") == []
+
+
+# How a README names "the map" ("a linear map" is mathematics, not the map), and the words it explains
+# the map with at its first mention: part of the course's source material, which a release does not hold.
+MAP_WORDS = {"README.md": (re.compile(r"\b[Tt]he (?:[\w-]+ )?map\b"), "source material"),
+             "README.zh-CN.md": (re.compile("地图"), "原始材料")}
+MAP_EXPLAINED_WITHIN = 250       # characters after the first mention
+
+
+def map_unexplained(text: str, readme: str) -> bool:
+    """Whether `text` names the map before saying what it is: its first mention (whitespace
+    collapsed) is not followed within MAP_EXPLAINED_WITHIN characters by the words that explain it."""
+    mention, explanation = MAP_WORDS[readme]
+    flat = " ".join(text.split())
+    first = mention.search(flat)
+    return first is not None and explanation not in flat[first.start():first.start() + MAP_EXPLAINED_WITHIN]
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_each_readme_says_what_the_map_is_where_it_first_names_it(task):
+    """A release holds the exercises, not the course's source material: a README that speaks of
+    "the map" says what it is at its first mention, in both languages."""
+    unexplained = [name for name in MAP_WORDS if map_unexplained((task.exercise_dir / name).read_text(encoding="utf-8"), name)]
+    assert not unexplained, f"{task.name}: {unexplained} name the map before saying what it is"
+
+
+def test_the_map_rule_sees_what_it_looks_for():
+    assert map_unexplained("The map pairs this question with exercise 01's.", "README.md")
+    assert not map_unexplained("The map (the L1 tools map, the course's source\nmaterial) pairs it.", "README.md")
+    assert map_unexplained("地图把这个问题和练习 01 配成一对。", "README.zh-CN.md")
+    assert not map_unexplained("one adapter per linear map; nothing else named", "README.md")
