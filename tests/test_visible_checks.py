@@ -302,17 +302,22 @@ def test_the_checks_see_what_they_look_for(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def planted_gradings(request, tmp_path_factory):
-    """A task's planted bugs (`request.param`: the task) graded with the visible suite only,
-    through the grader, in one batch with the reference."""
-    task, names = COURSE.task_named(request.param), PLANTED[request.param]
-    variants = {v.name: v for v in variants_of(task) if v.name in names}
-    assert sorted(variants) == sorted(names), f"a planted bug of {task.name} is missing from variants.py"
-    root = tmp_path_factory.mktemp("planted")
-    jobs = [runner.GradingRun(materialize(task, variants[name], root), [task], hidden=False) for name in names]
-    jobs.append(runner.GradingRun(COURSE.solutions, [task], hidden=False))        # the control: loses nothing
-    reports = runner.run_many(jobs, 2)
-    return task, variants, dict(zip([*names, "reference"], reports))
+def planted_gradings(tmp_path_factory):
+    """A task's planted bugs graded with the visible suite only, through the grader, in one batch
+    with the reference: `planted_gradings("02")`, graded once per task however many tests ask."""
+    graded = {}
+
+    def of(task_name: str):
+        if task_name not in graded:
+            task, names = COURSE.task_named(task_name), PLANTED[task_name]
+            variants = {v.name: v for v in variants_of(task) if v.name in names}
+            assert sorted(variants) == sorted(names), f"a planted bug of {task.name} is missing from variants.py"
+            root = tmp_path_factory.mktemp("planted")
+            jobs = [runner.GradingRun(materialize(task, variants[name], root), [task], hidden=False) for name in names]
+            jobs.append(runner.GradingRun(COURSE.solutions, [task], hidden=False))        # the control: loses nothing
+            graded[task_name] = task, variants, dict(zip([*names, "reference"], runner.run_many(jobs, 2)))
+        return graded[task_name]
+    return of
 
 
 # Full tier (the two below): visible suites against their planted bugs, content the full audit also
@@ -320,9 +325,9 @@ def planted_gradings(request, tmp_path_factory):
 @pytest.mark.e2e
 @pytest.mark.full
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("planted_gradings", list(PLANTED), indirect=True)
-def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_gradings):
-    task, _, reports = planted_gradings
+@pytest.mark.parametrize("task_name", list(PLANTED))
+def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_gradings, task_name):
+    task, _, reports = planted_gradings(task_name)
     result = reports["reference"].task(task.name)
     assert result and result.points == result.max_points, [t.id for t in result.tests if t.lost]
 
@@ -330,10 +335,9 @@ def test_the_reference_loses_no_visible_point_in_the_same_batch(planted_gradings
 @pytest.mark.e2e
 @pytest.mark.full
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("planted_gradings, name", [(task, name) for task, names in PLANTED.items() for name in names],
-                         indirect=["planted_gradings"])
-def test_a_planted_bug_fails_a_visible_check_of_its_concept(planted_gradings, name):
-    task, variants, reports = planted_gradings
+@pytest.mark.parametrize("task_name, name", [(task, name) for task, names in PLANTED.items() for name in names])
+def test_a_planted_bug_fails_a_visible_check_of_its_concept(planted_gradings, task_name, name):
+    task, variants, reports = planted_gradings(task_name)
     report = reports[name]
     assert report.complete, f"{name}: the grading was incomplete: {report.problems}"
     result = report.task(task.name)
