@@ -103,9 +103,9 @@ def measured_activations(config, batch, seq_len, dtype=torch.float32):
 def assert_activations(submission, config, label, batch, seq_len, dtype=torch.float32, why=""):
     """activation_bytes within ACTIVATION_TOLERANCE of what autograd saves: in fp32 (bytes_per_value=4)
     or in bf16 (the default, left out of the call)."""
-    measured = measured_activations(config, batch, seq_len, dtype)
     precision = {"bytes_per_value": 4} if dtype == torch.float32 else {}
-    got = submission.activation_bytes(config, batch, seq_len, **precision)
+    got = submission.activation_bytes(config, batch, seq_len, **precision)      # first: a stub fails at once
+    measured = measured_activations(config, batch, seq_len, dtype)
     called = ", ".join([label, str(batch), str(seq_len), *(f"{k}={v}" for k, v in precision.items())])
     assert abs(got / measured - 1) <= ACTIVATION_TOLERANCE, \
         f"activation_bytes({called}): expected within 25% of the measured {shown(measured)} bytes, got {shown(got)}{why}"
@@ -116,8 +116,8 @@ def assert_activations(submission, config, label, batch, seq_len, dtype=torch.fl
 @pytest.mark.timeout(60)
 def test_param_count_of_a_tiny_llama(submission):
     """param_count equals the parameters of the model from_config builds on the meta device"""
+    got = submission.param_count(TINY_LLAMA)          # first: a stub fails before any model is built
     expected = sum(p.numel() for p in hf_model(TINY_LLAMA).parameters())
-    got = submission.param_count(TINY_LLAMA)
     assert got == expected, f"param_count(tiny llama): expected {shown(expected)}, got {shown(got)}"
 
 
@@ -251,7 +251,7 @@ def test_param_count_of_tied_biased_and_wide_heads(submission):
     for name, config in (("SMALL_QWEN2, tied embeddings and q, k, v biases", SMALL_QWEN2),
                          ("SMALL_GEMMA, 4 heads x head_dim 16 wider than hidden_size 40", SMALL_GEMMA),
                          ("SMALL_MIXTRAL, 3 experts and a router", SMALL_MIXTRAL)):
-        expected, got = meta_count(config), submission.param_count(config)
+        got, expected = submission.param_count(config), meta_count(config)
         assert got == expected, f"param_count({name}): expected {shown(expected)}, got {shown(got)}"
 
 
@@ -268,7 +268,7 @@ def test_keys_left_out_mean_what_hugging_face_makes_of_them(submission):
                          ("tiny llama with num_key_value_heads None", {**TINY_LLAMA, "num_key_value_heads": None}),
                          ("gpt2 without n_inner", gpt2), ("gpt2 with n_inner None", {**gpt2, "n_inner": None}),
                          ("mistral with attention_bias True, which mistral ignores", mistral)):
-        expected, got = meta_count(config), submission.param_count(config)
+        got, expected = submission.param_count(config), meta_count(config)
         assert got == expected, f"param_count({name}): expected {shown(expected)}, got {shown(got)}"
 
 
@@ -302,12 +302,13 @@ def test_lora_on_named_layers_and_a_name_the_model_lacks(submission):
 def test_lora_and_qlora_state_of_a_small_model(submission):
     """r=8 on q_proj and v_proj of a Qwen2 whose size is not a multiple of 64: 2 bytes per base parameter (LoRA) or
     half a byte plus a 4-byte scale per started block of 64 (QLoRA), 16 per adapter parameter, nothing else"""
-    n, adapters = meta_count(SMALL_QWEN2), lora_count_of(SMALL_QWEN2, 8, ("q_proj", "v_proj"))
-    assert n % 64, "course problem: the model's size should not be a multiple of 64"
-    for method, weights, why in (("lora", 2 * n, "2 bytes a base parameter"),
-                                 ("qlora", n / 2 + 4 * math.ceil(n / 64), "half a byte a base parameter and 4 bytes a "
-                                                                          "started block of 64")):
+    for method in ("lora", "qlora"):
         got = submission.training_memory(SMALL_QWEN2, method, lora_r=8, lora_targets=["q_proj", "v_proj"])
+        n, adapters = meta_count(SMALL_QWEN2), lora_count_of(SMALL_QWEN2, 8, ("q_proj", "v_proj"))
+        assert n % 64, "course problem: the model's size should not be a multiple of 64"
+        weights, why = {"lora": (2 * n, "2 bytes a base parameter"),
+                        "qlora": (n / 2 + 4 * math.ceil(n / 64), "half a byte a base parameter and 4 bytes a started "
+                                                                 "block of 64")}[method]
         expected = {"weights": weights, "grads": 0, "master_weights": 0, "optimizer": 0, "lora": 16 * adapters,
                     "total": weights + 16 * adapters}
         wrong = [k for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)]
@@ -443,8 +444,8 @@ def test_intensity_on_the_ridge_is_compute_bound(submission):
 def test_full_state_block_by_block_and_an_unknown_method(submission):
     """full fine-tuning of a small Qwen2: 2, 2, 4 and 8 bytes per parameter, no LoRA block; an unknown method raises
     ValueError"""
-    n = meta_count(SMALL_QWEN2)
     got = submission.training_memory(SMALL_QWEN2, "full")
+    n = meta_count(SMALL_QWEN2)
     expected = {"weights": 2 * n, "grads": 2 * n, "master_weights": 4 * n, "optimizer": 8 * n, "lora": 0, "total": 16 * n}
     wrong = [k for k, v in expected.items() if not math.isclose(got.get(k, math.nan), v, abs_tol=1e-6)]
     assert not wrong, f"training_memory(qwen2 of {shown(n)} parameters, 'full'): expected {shown(blocks(expected, wrong))}, " \
