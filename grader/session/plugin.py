@@ -335,30 +335,31 @@ def time_limit(item) -> float:
     return _test_timeout(item)
 
 
-def _learner_frames(excinfo, module_path: Path | None = None) -> list[dict]:
-    """The learner's own frames of what their code raised, or (given their module's path) of where
-    it was running when the test's time limit stopped it in this process; the outermost first
-    ([] otherwise)."""
+def _learner_frames(item, excinfo) -> list[dict]:
+    """The learner's own frames of what their code raised, or of where it was running when the
+    test's time limit stopped it (in this process: the interrupted traceback; in their worker: the
+    line its stacks named, `CallTimeout.location`); the outermost first ([] otherwise)."""
     exc = excinfo.value if excinfo is not None else None
     if isinstance(exc, StudentError):
         return list(exc.info.get("frames") or [])
-    if exc is not None and module_path is not None and is_test_timeout(exc):
-        return describe(exc, module_path)["frames"]
+    submission = item.stash.get(_SUBMISSION, None)
+    if submission is None:
+        return []
+    if isinstance(submission.failure, CallTimeout) and submission.failure.location:
+        return [submission.failure.location]
+    if exc is not None and is_test_timeout(exc):
+        return describe(exc, submission.module_path)["frames"]
     return []
 
 
 def _learner_location(item, excinfo) -> Location | None:
-    """The learner's line a failure points at: the deepest frame of their file when their code
-    raised, or was running when the test's time limit stopped it (in this process, or in their
-    worker: `CallTimeout.location`); else the line that gave the result of the last function of
-    theirs the test called (see `function_location`; whose result was wrong, or which crashed its
-    worker)."""
-    submission = item.stash.get(_SUBMISSION, None)
-    if frames := _learner_frames(excinfo, submission.module_path if submission is not None else None):
+    """The learner's line a failure points at: the deepest of `_learner_frames`; else the line that
+    gave the result of the last function of theirs the test called (see `function_location`; whose
+    result was wrong, or which crashed its worker)."""
+    if frames := _learner_frames(item, excinfo):
         frame = frames[-1]
         return Location(line=frame["line"], function=frame["function"], code=frame["code"])
-    if submission is not None and isinstance(submission.failure, CallTimeout) and submission.failure.location:
-        return submission.failure.location
+    submission = item.stash.get(_SUBMISSION, None)
     if submission is None or submission.last_called is None:
         return None
     return function_location(submission.module_path, submission.last_called)
@@ -405,7 +406,7 @@ class ReportHooks:
             self.grading.observe(item, call.when, report, call.excinfo)
             result = self.grading.results[item.nodeid]
             if report.failed and result.suite == "visible" and not item.config.option.fulltrace:
-                report.longrepr = failure_text(result, _learner_frames(call.excinfo))
+                report.longrepr = failure_text(result, _learner_frames(item, call.excinfo))
         return report
 
     @pytest.hookimpl(wrapper=True)
