@@ -66,6 +66,15 @@ class ScratchFull(Exception):
     """The worker keeps more in its scratch folders than its limits allow."""
 
 
+def printed_since(tail: bytes | str, total: int, mark: int) -> str:
+    """What was printed since `mark` of an output `total` long so far, of which `tail` is the end
+    kept: the whole of it, or what `tail` holds of it with a mark that the rest was cut."""
+    start = max(mark, total - len(tail))
+    part = tail[len(tail) - (total - start):] if total > start else tail[:0]
+    text = part.decode("utf-8", "replace") if isinstance(part, bytes) else part
+    return f"(earlier output cut)\n{text}" if start > mark else text
+
+
 class WorkerOutput:
     """What a worker printed: a running byte count, the last TAIL_BYTES in memory and the first
     LOG_BYTES in a log file."""
@@ -93,11 +102,7 @@ class WorkerOutput:
         """The text printed since `mark` (its tail, if more was printed than is kept)."""
         self.catch_up()
         with self._lock:
-            start = max(mark, self.total - len(self._tail))
-            data = bytes(self._tail[len(self._tail) - (self.total - start):]) if self.total > start else b""
-            cut = start > mark
-        text = data.decode("utf-8", "replace")
-        return f"(earlier output cut)\n{text}" if cut else text
+            return printed_since(bytes(self._tail), self.total, mark)
 
     def catch_up(self) -> None:
         """Read whatever is waiting in the pipes now, so a test sees what was printed before its

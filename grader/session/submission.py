@@ -20,7 +20,15 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Protocol
 
-from grader.isolation.worker_host import ScratchFull, Worker, WorkerHost, WorkerOutput, WorkerSpec, remove_strays
+from grader.isolation.worker_host import (
+    ScratchFull,
+    Worker,
+    WorkerHost,
+    WorkerOutput,
+    WorkerSpec,
+    printed_since,
+    remove_strays,
+)
 from grader.schema.report import OUT_OF_MEMORY, Status
 from grader.session.intake import git_head, jailed_commit, read_module
 from grader.worker import wire
@@ -141,9 +149,7 @@ class PrintedTail:
 
     def since(self, mark: int) -> str:
         """The text printed since `mark` (its tail, if more was printed than is kept)."""
-        start = max(mark, self.total - len(self._tail))
-        text = self._tail[len(self._tail) - (self.total - start):] if self.total > start else ""
-        return f"(earlier output cut)\n{text}" if start > mark else text
+        return printed_since(self._tail, self.total, mark)
 
 
 class InProcessBackend:
