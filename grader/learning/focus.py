@@ -15,6 +15,11 @@ from grader.learning.progress import concept_of, concept_results, unreached_conc
 from grader.schema.report import TaskResult
 
 
+def in_order(concepts: list[str], order: list[str]) -> list[str]:
+    """`concepts` in `order` (the README's sections), any not in it after them as they came."""
+    return [c for c in order if c in concepts] + [c for c in concepts if c not in order]
+
+
 @dataclass
 class Focus:
     order: list[str]                    # the README's sections: the concepts in the order they are taught
@@ -23,8 +28,7 @@ class Focus:
 
     def ordered(self, task: TaskResult) -> list[str]:
         """The task's concepts in the README's order, any other after them in the tests' order."""
-        present = list(dict.fromkeys(concept_of(t) for t in task.tests if t.graded))
-        return [c for c in self.order if c in present] + [c for c in present if c not in self.order]
+        return in_order(list(dict.fromkeys(concept_of(t) for t in task.tests if t.graded)), self.order)
 
     def failing(self, task: TaskResult) -> list[str]:
         lost = {concept_of(t) for t in task.tests if t.lost}

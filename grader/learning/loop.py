@@ -8,6 +8,7 @@ from rich.text import Text
 
 from grader.course import COURSE
 from grader.learning import hints, progress
+from grader.learning.focus import in_order
 from grader.learning.screen import hint_text
 from grader.readme import concepts_of
 from grader.schema.report import ScoreReport
@@ -52,14 +53,9 @@ def show_hint(task_name: str, concept: str | None, lang: str | None, console: Co
 def progress_view() -> Group:
     """`grader progress`: the table, then per exercise begun the concepts still open."""
     by_task = progress.load()
-    lines = [Text.assemble((f"{task.name}: ", "bold"), "still open: ", ", ".join(_in_readme_order(task, entry.still_open)))
+    lines = [Text.assemble((f"{task.name}: ", "bold"), "still open: ", ", ".join(in_order(entry.still_open, concepts_of(task))))
              for task in COURSE.tasks() if (entry := by_task.get(task.name)) is not None and entry.still_open]
     return Group(progress_table(by_task), *lines)
-
-
-def _in_readme_order(task, concepts: list[str]) -> list[str]:
-    order = {name: i for i, name in enumerate(concepts_of(task))}
-    return sorted(concepts, key=lambda name: order.get(name, len(order)))
 
 
 def progress_table(by_task: dict[str, progress.TaskProgress]) -> Table:
