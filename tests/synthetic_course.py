@@ -3,10 +3,17 @@
 Two tasks: `01_demo` (a learner module `demo.py`, a visible and a hidden suite whose tests pass,
 fail, skip, hang, crash and run out of memory as the learner's module makes them) and
 `02_other` (one function, one visible test). `write` lays the course out as the real one is laid
-out; `learner_tree` writes a submission in the course layout."""
+out; `learner_tree` writes a submission in the course layout; `grade` grades one in a pytest session of
+its own, with a spec, as the runner starts one, and `results` reads the report it wrote."""
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from grader.course import Course
+from grader.isolation import levels
+from grader.isolation.sandbox import Limits
+from grader.spec import GradingSpec
 
 README = """# Exercise 01: doubling
 
@@ -139,3 +146,32 @@ def learner_tree(root: Path, demo: str | None, layout: str = "course", other: bo
         (root / "02_other").mkdir()
         (root / "02_other" / "other.py").write_text(OTHER["solutions/02_other/other.py"])
     return root
+
+
+# ---------------------------------------------------------------- grading it, as the runner does
+
+def pytest_session(where: Path, *args: str) -> subprocess.CompletedProcess:
+    """A pytest process of its own, its temporary folders in `where`."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args, f"--basetemp={where / 'basetemp'}"], cwd=where,
+                          capture_output=True, text=True, timeout=300)
+
+
+def spec_for(where: Path, course: Course, impl: Path, backend: str = "worker", concept: str | None = None) -> Path:
+    limits = Limits(memory_mb=256)
+    return GradingSpec(course=course, impl=impl, backend=backend, isolation=levels.resolve("none", backend, limits),
+                       limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=where / "report.json",
+                       stop_on_concept=concept).write(where / "spec.json")
+
+
+def grade(where: Path, course: Course, impl: Path, *extra: str, backend: str = "worker", concept: str | None = None,
+          suite_files: tuple[str, ...] = ()) -> dict:
+    """A session as the runner starts one, with its spec; the report it wrote, as JSON."""
+    spec = spec_for(where, course, impl, backend, concept)
+    task = course.task_named("01")
+    paths = [str(course.root / f) for f in suite_files] or [str(p) for p in task.suite_paths(hidden=True)]
+    pytest_session(where, *paths, "--grading-spec", str(spec), *course.session_options(), *extra)
+    return json.loads((where / "report.json").read_text())
+
+
+def results(report: dict) -> dict[str, dict]:
+    return {test["id"].rsplit("::", 1)[1]: test for task in report["tasks"] for test in task["tests"]}

@@ -8,20 +8,18 @@ written per test. A session (a pytest process of its own) runs as the runner run
 `pytest` does (options). Nothing here grades a real exercise: each session takes a second or two,
 and the reference's report, which most checks read, is made once."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from grader.course import Course
-from grader.isolation import levels
 from grader.isolation.sandbox import Limits
 from grader.spec import GradingSpec
 from grader.worker.loading import sibling_module
 
 synthetic = sibling_module(__file__, "synthetic_course")
 REFERENCE = synthetic.REFERENCE
+pytest_session, spec_for, grade, results = synthetic.pytest_session, synthetic.spec_for, synthetic.grade, synthetic.results
 
 
 @pytest.fixture
@@ -31,33 +29,6 @@ def course(tmp_path) -> Course:
 
 def learner_tree(where: Path, source: str | None) -> Path:
     return synthetic.learner_tree(where / "learner", source)
-
-
-def pytest_session(where: Path, *args: str) -> subprocess.CompletedProcess:
-    """A pytest process of its own, its temporary folders in `where`."""
-    return subprocess.run([sys.executable, "-m", "pytest", *args, f"--basetemp={where / 'basetemp'}"], cwd=where,
-                          capture_output=True, text=True, timeout=300)
-
-
-def spec_for(where: Path, course: Course, impl: Path, backend: str = "worker", concept: str | None = None) -> Path:
-    limits = Limits(memory_mb=256)
-    return GradingSpec(course=course, impl=impl, backend=backend, isolation=levels.resolve("none", backend, limits),
-                       limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=where / "report.json",
-                       stop_on_concept=concept).write(where / "spec.json")
-
-
-def grade(where: Path, course: Course, impl: Path, *extra: str, backend: str = "worker", concept: str | None = None,
-          suite_files: tuple[str, ...] = ()) -> dict:
-    """A session as the runner starts one, with its spec; the report it wrote, as JSON."""
-    spec = spec_for(where, course, impl, backend, concept)
-    task = course.task_named("01")
-    paths = [str(course.root / f) for f in suite_files] or [str(p) for p in task.suite_paths(hidden=True)]
-    pytest_session(where, *paths, "--grading-spec", str(spec), *course.session_options(), *extra)
-    return json.loads((where / "report.json").read_text())
-
-
-def results(report: dict) -> dict[str, dict]:
-    return {test["id"].rsplit("::", 1)[1]: test for task in report["tasks"] for test in task["tests"]}
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from grader.worker.loading import load_module
 
-outcomes = load_module(Path(__file__).parent.parent / "test_plugin_outcomes.py")
-synthetic = outcomes.synthetic
+synthetic = load_module(Path(__file__).parent.parent / "synthetic_course.py")
 
 HIJACKED = synthetic.REFERENCE.replace('''def hang():
     while True:
@@ -35,9 +34,9 @@ def test_a_worker_that_takes_over_the_stack_signal_still_times_out_alone(tmp_pat
     assert HIJACKED != synthetic.REFERENCE, "the learner's hang() changed: hijack it again"
     course = synthetic.write(tmp_path / "course")
     started = time.monotonic()
-    report = outcomes.grade(tmp_path, course, outcomes.learner_tree(tmp_path, HIJACKED))
+    report = synthetic.grade(tmp_path, course, synthetic.learner_tree(tmp_path / "learner", HIJACKED))
     took = time.monotonic() - started
-    graded = outcomes.results(report)
+    graded = synthetic.results(report)
     hang = graded["test_that_hangs"]
     assert hang["status"] == "timeout", hang
     assert hang["location"] is None or hang["location"]["function"] == "hang", hang["location"]
