@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from grader.course import Course
-from grader.isolation import levels
+from grader.isolation import levels, sandbox
 from grader.isolation.sandbox import Limits
 from grader.spec import GradingSpec
 
@@ -150,26 +150,33 @@ def learner_tree(root: Path, demo: str | None, layout: str = "course", other: bo
 
 # ---------------------------------------------------------------- grading it, as the runner does
 
-def pytest_session(where: Path, *args: str) -> subprocess.CompletedProcess:
-    """A pytest process of its own, its temporary folders in `where`."""
-    return subprocess.run([sys.executable, "-m", "pytest", *args, f"--basetemp={where / 'basetemp'}"], cwd=where,
+def pytest_session(where: Path, *args: str, launch: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """A pytest process of its own (started through `launch`, if given), its temporary folders in `where`."""
+    return subprocess.run([*launch, sys.executable, "-m", "pytest", *args, f"--basetemp={where / 'basetemp'}"], cwd=where,
                           capture_output=True, text=True, timeout=300)
 
 
-def spec_for(where: Path, course: Course, impl: Path, backend: str = "worker", concept: str | None = None) -> Path:
+def spec_for(where: Path, course: Course, impl: Path, backend: str = "worker", concept: str | None = None,
+             isolation: str = "none") -> Path:
+    """The spec of a grading at `isolation`: a choice `levels.resolve` takes ("none", "required"), or a level
+    itself ("sandbox", "uid": for a session started where that level is the strongest, `launch` below)."""
     limits = Limits(memory_mb=256)
-    return GradingSpec(course=course, impl=impl, backend=backend, isolation=levels.resolve("none", backend, limits),
+    chosen = {"level": isolation, "reason": "the test's", "limits": sandbox.enforcement(limits, isolation)} \
+        if isolation in levels.REQUIRED_LEVELS else levels.resolve(isolation, backend, limits)
+    return GradingSpec(course=course, impl=impl, backend=backend, isolation=chosen,
                        limits=limits, seed=7, seed_from="a test", run_id="run-1", score_report=where / "report.json",
                        stop_on_concept=concept).write(where / "spec.json")
 
 
 def grade(where: Path, course: Course, impl: Path, *extra: str, backend: str = "worker", concept: str | None = None,
-          suite_files: tuple[str, ...] = ()) -> dict:
-    """A session as the runner starts one, with its spec; the report it wrote, as JSON."""
-    spec = spec_for(where, course, impl, backend, concept)
+          suite_files: tuple[str, ...] = (), isolation: str = "none", launch: tuple[str, ...] = ()) -> dict:
+    """A session as the runner starts one, with its spec (learner code isolated as `isolation`
+    asks: `levels.resolve`'s choices; the session started through `launch`); the report it
+    wrote, as JSON."""
+    spec = spec_for(where, course, impl, backend, concept, isolation)
     task = course.task_named("01")
     paths = [str(course.root / f) for f in suite_files] or [str(p) for p in task.suite_paths(hidden=True)]
-    pytest_session(where, *paths, "--grading-spec", str(spec), *course.session_options(), *extra)
+    pytest_session(where, *paths, "--grading-spec", str(spec), *course.session_options(), *extra, launch=launch)
     return json.loads((where / "report.json").read_text())
 
 

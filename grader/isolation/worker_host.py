@@ -252,12 +252,7 @@ class WorkerHost:
         strays in the shared folders, which go too (`remove_strays`). The proof of its death is its
         channel closing; without that proof within a second, the whole host is killed."""
         self.resume()
-        self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=1.0)
-        if worker.pid is not None and self.alive():
-            try:
-                self.control.send(json.dumps({"op": "kill", "pid": worker.pid}).encode())
-            except OSError as exc:
-                log.debug("no kill of worker %s asked of the zygote: %s", worker.pid, exc)
+        self._ask_zygote("kill", worker, wait_s=1.0)
         if not _closes_within(worker.channel.read_fd, 1.0):
             self.close()
         worker.channel.close()
@@ -272,14 +267,22 @@ class WorkerHost:
         zygote signals it (`zygote.STACK_SIGNAL`): asked of a call past its time limit, just
         before the worker is killed. Text the worker wrote, at most STACK_BYTES of it, read for
         at most STACK_WAIT_S; "" when it could not be asked."""
-        self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=STACK_WAIT_S)
-        if worker.pid is None or not self.alive():
-            return ""
-        try:
-            self.control.send(json.dumps({"op": "stack", "pid": worker.pid}).encode())
-        except OSError:
+        if not self._ask_zygote("stack", worker, wait_s=STACK_WAIT_S):
             return ""
         return _read_for(worker.channel.read_fd, STACK_WAIT_S, STACK_BYTES).decode("utf-8", "replace")
+
+    def _ask_zygote(self, op: str, worker: Worker, wait_s: float) -> bool:
+        """Ask the zygote to `op` ("kill", "stack") `worker`, once it has said the worker's pid
+        (within `wait_s`); False when it could not be asked."""
+        self.read_messages(until=lambda: worker.pid is not None or not self.alive(), wait_s=wait_s)
+        if worker.pid is None or not self.alive():
+            return False
+        try:
+            self.control.send(json.dumps({"op": op, "pid": worker.pid}).encode())
+        except OSError as exc:
+            log.debug("no %s of worker %s asked of the zygote: %s", op, worker.pid, exc)
+            return False
+        return True
 
     def read_messages(self, until, wait_s: float) -> None:
         """Read what the zygote says (pids of new workers, how workers ended) until `until()`
