@@ -346,7 +346,7 @@ def _learner_frames(item, excinfo) -> list[dict]:
     if submission is None:
         return []
     if isinstance(submission.failure, CallTimeout) and submission.failure.location:
-        return [submission.failure.location]
+        return [dict(submission.failure.location)]
     if exc is not None and is_test_timeout(exc):
         return describe(exc, submission.module_path)["frames"]
     return []
