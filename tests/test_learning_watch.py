@@ -37,8 +37,10 @@ class Terminal:
     def __init__(self, command: str, env: dict):
         self.name = f"grader-watch-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
-        # The shell stays after the command, so that its exit line can be read.
-        script = f"export {exports}; {command}; echo \"[exited $?]\"; sleep 600"
+        # The shell stays after the command, so that its exit line can be read. COLUMNS and LINES go:
+        # the screen must be as wide as the terminal, and readline, once loaded into this process with
+        # no terminal, sets them to 80 and 24 in what its children (the tmux server) inherit.
+        script = f"unset COLUMNS LINES; export {exports}; {command}; echo \"[exited $?]\"; sleep 600"
         subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(WIDTH), "-y", str(HEIGHT),
                         "bash", "-c", script], check=True)
 
