@@ -121,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--backend", choices=("inprocess", "worker"), default="inprocess",
                        help="where the variants run: the course's own code needs no isolation, so "
                             "in-process by default (faster); `worker` audits through the official path")
+    audit.add_argument("--operators", nargs="?", type=int, const=-1, metavar="N",
+                       help="also grade the operator mutants mutmut's operators make of each reference: every one, "
+                            "or N of each task's drawn with --operator-seed; each must lose points to a test or be "
+                            "declared equivalent in the task's variants file (EQUIVALENT, with its reason)")
+    audit.add_argument("--operator-seed", type=int, default=0, metavar="S",
+                       help="which N operator mutants --operators N draws (default 0)")
     audit.set_defaults(command=_audit)
 
     summary = commands.add_parser("summary", help="the class summary of a folder of score reports")
@@ -366,8 +372,12 @@ def _audit(args, tasks, console) -> int:
     if not COURSE.hidden.is_dir():
         console.print("[red]this copy of the course has no hidden suites to audit (a student release?)[/]")
         return USAGE
-    from grader.reports.render import audit_table, sweep_table
+    from grader.reports.render import audit_table, operator_table, sweep_table
     from grader.running import audit as audit_mod
+    from grader.running.operators import OperatorSample, OperatorsUnavailable
+    if args.operators is not None and args.seeds > 1:
+        console.print("[red]--operators audits at one seed: give it without --seeds[/]")
+        return USAGE
     if args.seeds > 1:
         seeds = list(range(args.seeds))
         with console.status(f"auditing at {args.seeds} seeds"):
@@ -378,10 +388,19 @@ def _audit(args, tasks, console) -> int:
         if args.json:
             args.json.write_text(json.dumps([s.to_json() for s in sweeps], indent=2) + "\n", encoding="utf-8")
         return OK if all(s.ok for s in sweeps) else FAILED
-    with console.status("auditing: grading reference, stub, mutants and alternatives"):
-        audits = audit_mod.audit(tasks, jobs=args.jobs, backend=args.backend)
+    operators = None if args.operators is None else \
+        OperatorSample(None if args.operators < 0 else args.operators, args.operator_seed)
+    try:
+        with console.status("auditing: grading reference, stub, mutants and alternatives"):
+            audits = audit_mod.audit(tasks, jobs=args.jobs, backend=args.backend, operators=operators)
+    except OperatorsUnavailable as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return USAGE
     for task_audit in audits:
         console.print(audit_table(task_audit))
+        operators_left = operator_table(task_audit)
+        if operators_left is not None:
+            console.print(operators_left)
     if args.json:
         args.json.write_text(json.dumps([a.to_json() for a in audits], indent=2) + "\n", encoding="utf-8")
     return OK if all(a.ok for a in audits) else FAILED

@@ -17,6 +17,7 @@ from grader.isolation.sandbox import Limits
 from grader.schema.report import Isolation
 
 BACKENDS = ("inprocess", "worker")
+ANY_CONCEPT = "*"                 # stop_on_concept: stop at the first test lost, whatever its concept
 SEED_OPTION = "--grader-seed"        # where a seed given on pytest's command line came from
 _PATHS = ("impl", "score_report", "worker_logs")     # the fields written as text
 
@@ -33,7 +34,7 @@ class GradingSpec:
     run_id: str | None = None        # every task's session of one grading has the same
     score_report: Path | None = None
     worker_logs: Path | None = None
-    stop_on_concept: str | None = None      # stop once a test of this concept failed (`grader audit`)
+    stop_on_concept: str | None = None      # stop once a test of this concept failed, of any: ANY_CONCEPT (`grader audit`)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:

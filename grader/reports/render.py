@@ -97,15 +97,42 @@ def audit_table(task_audit) -> Table:
         f"alternatives accepted: course {c['course_alternatives_accepted']}/{c['course_alternatives']}, "
         f"independent {c['independent_alternatives_accepted']}/{c['independent_alternatives']}",
         *[f"rule without a killing test: {r.id} ({r.section}): {r.text}" for r in task_audit.uncovered_rules],
+        *_operator_lines(c, task_audit.stale_equivalents),
         "OK" if task_audit.ok else "NOT OK"])
     table = Table(title=f"Audit of {task_audit.task}", caption=caption)
     for column in ("variant", "kind", "author", "rule", "points", "verdict"):
         table.add_column(column)
     for e in task_audit.entries:
+        if e.kind == "operator":                    # counted in the caption, listed in operator_table
+            continue
         points = points_text(e.points, e.max_points) + (" (stopped)" if e.kind == "mutant" and e.killed else "")
-        table.add_row(e.name, e.kind, e.origin, e.rule or "", points,
+        table.add_row(escape(e.name), e.kind, e.origin, e.rule or "", points,
                       Text(e.verdict, style="green" if e.ok else "bold red"))
     return table
+
+
+def operator_table(task_audit) -> Table | None:
+    """One task's operator mutants that no test killed: the survivors, and those declared
+    equivalent with the reason (the killed ones are only counted, in `audit_table`'s caption)."""
+    shown = [e for e in task_audit.entries if e.kind == "operator" and (e.equivalent is not None or not e.ok)]
+    if not shown:
+        return None
+    table = Table(title=f"Operator mutants of {task_audit.task} not killed", show_lines=True)
+    table.add_column("operator mutant: definition: the reference's line -> the mutant's", overflow="fold")
+    table.add_column("verdict")
+    for e in shown:
+        table.add_row(escape(e.name), Text(e.verdict, style="green" if e.ok else "bold red"))
+    return table
+
+
+def _operator_lines(counts: dict, stale: list[str]) -> list[str]:
+    if "operators_generated" not in counts:
+        return []
+    sample = "" if counts["operators_graded"] + counts["operators_equivalent"] == counts["operators_generated"] \
+        else f" ({counts['operators_graded']} of them drawn and graded)"
+    return [f"operator mutants: {counts['operators_generated']} generated{sample}, {counts['operators_killed']} killed, "
+            f"{counts['operators_equivalent']} declared equivalent, {counts['operators_survived']} survived",
+            *[f"declared equivalent, but no such operator mutant now: {name}" for name in stale]]
 
 
 def sweep_table(sweep) -> Table:

@@ -6,6 +6,9 @@ must score 100% (a miss there is a false reject), and every rule the README stat
 (`grader.readme`) must have a mutant that breaks it and is killed. Mutants and
 alternatives come from two authors, the course and an independent one (`grader.running.variants`);
 the audit counts them apart, since a suite can be sharp against its own authors' bugs only.
+Asked to, it also grades the operator mutants a mutation-testing tool makes of the reference
+(`grader.running.operators`): each must lose points to some test, or be declared equivalent in
+the variants file with its reason.
 """
 from __future__ import annotations
 
@@ -17,22 +20,25 @@ from pathlib import Path
 from grader.course import COURSE, Task
 from grader.readme import Rule, rules_of
 from grader.running import runner
-from grader.running.variants import materialize, variants_of
+from grader.running.operators import OPERATOR_AUTHOR, OperatorSample, operator_mutants, stale_declarations
+from grader.running.variants import equivalents_of, materialize, variants_of, write_tree
+from grader.spec import ANY_CONCEPT
 
 
 @dataclass
 class AuditEntry:
     task: str
     name: str
-    kind: str                       # "reference", "stub", "mutant" or "alternative"
+    kind: str                       # "reference", "stub", "mutant", "alternative" or "operator"
     concept: str | None = None
     rule: str | None = None
-    origin: str = "course"          # who wrote it: "course" or "independent"
+    origin: str = "course"          # who wrote it: "course", "independent", or OPERATOR_AUTHOR
     points: float = 0.0
     max_points: float = 0.0
     failing_concepts: list[str] = field(default_factory=list)
     failing_tests: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    equivalent: str | None = None   # an operator mutant declared equivalent: why (it is not graded)
 
     @property
     def killed(self) -> bool:
@@ -46,12 +52,17 @@ class AuditEntry:
             return self.max_points > 0 and self.points == self.max_points
         if self.kind == "stub":
             return self.points == 0
+        if self.kind == "operator":
+            return self.equivalent is not None or self.killed
         return self.killed and self.concept in self.failing_concepts
 
     @property
     def verdict(self) -> str:
         if self.problems:
             return "problem: " + "; ".join(self.problems)
+        if self.kind == "operator":
+            return f"equivalent: {self.equivalent}" if self.equivalent is not None else \
+                "killed" if self.killed else "SURVIVED: lost no points"
         if self.kind == "mutant":
             if not self.killed:
                 return "SURVIVED: lost no points"
@@ -68,6 +79,8 @@ class TaskAudit:
     task: str
     entries: list[AuditEntry]
     rules: list[Rule] = field(default_factory=list)
+    operators_generated: int = 0    # operator mutants made of the reference, graded or not
+    stale_equivalents: list[str] = field(default_factory=list)     # declared, but no such mutant now
 
     def _of(self, kind, origin=None):
         return [e for e in self.entries if e.kind == kind and origin in (None, e.origin)]
@@ -99,32 +112,42 @@ class TaskAudit:
             figures[f"{origin}_mutants_killed"] = sum(e.ok for e in mutants)
             figures[f"{origin}_alternatives"] = len(alternatives)
             figures[f"{origin}_alternatives_accepted"] = sum(e.ok for e in alternatives)
+        if self.operators_generated:
+            operators = self._of("operator")
+            equivalent = sum(e.equivalent is not None for e in operators)
+            figures.update(operators_generated=self.operators_generated, operators_graded=len(operators) - equivalent,
+                           operators_killed=sum(e.ok for e in operators) - equivalent, operators_equivalent=equivalent,
+                           operators_survived=sum(not e.ok for e in operators))
         return figures
 
     @property
     def ok(self) -> bool:
         return (bool(self._of("mutant")) and bool(self._of("alternative")) and not self.uncovered_rules
-                and all(e.ok for e in self.entries))
+                and not self.stale_equivalents and all(e.ok for e in self.entries))
 
     def to_json(self) -> dict:
         return {"task": self.task, "ok": self.ok, "kill_rate": self.kill_rate, "false_rejects": self.false_rejects,
                 "counts": self.counts(), "uncovered_rules": [vars(r) for r in self.uncovered_rules],
+                "stale_equivalents": self.stale_equivalents,
                 "entries": [{**vars(e), "ok": e.ok, "verdict": e.verdict} for e in self.entries]}
 
 
-def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess", seed: int = 0) -> list[TaskAudit]:
-    """Every task's audit at one seed of the suites' random inputs."""
-    return [audits[0] for audits in sweep(tasks, [seed], jobs, backend)]
+def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess", seed: int = 0,
+          operators: OperatorSample | None = None) -> list[TaskAudit]:
+    """Every task's audit at one seed of the suites' random inputs, with the `operators` sample of
+    its operator mutants (none when None)."""
+    return [audits[0] for audits in sweep(tasks, [seed], jobs, backend, operators)]
 
 
-def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "inprocess") -> list[list[TaskAudit]]:
+def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "inprocess",
+          operators: OperatorSample | None = None) -> list[list[TaskAudit]]:
     """Every task's audit at each of `seeds` (per task, one TaskAudit per seed, in order): the
     variants are written once; each task's suite is collected once per seed, and each tree graded
     in a fork of that session, `jobs` at a time (`grader.session.variant_forks`)."""
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch, ThreadPoolExecutor(max(1, jobs)) as writers:
-        # each variant's tree is a git repository of one commit: three git processes a tree, `jobs` at once
-        written = writers.map(lambda task: _subjects(task, Path(scratch)), tasks)
-        subjects = {task.name: found for task, found in zip(tasks, written)}
+        written = writers.map(lambda task: _subjects(task, Path(scratch), operators), tasks)
+        found_by_task = {task.name: found for task, found in zip(tasks, written)}
+        subjects = {name: found.subjects for name, found in found_by_task.items()}
         orders = {name: _grading_order(found) for name, found in subjects.items()}
         plans = [(task, seed) for seed in seeds for task in tasks]
         groups = [runner.ForkedGradings(task, [(subjects[task.name][i][1], _stop_at(subjects[task.name][i][0]))
@@ -136,7 +159,9 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
         entries = [replace(entry) for entry, _ in subjects[task.name]]      # in the order they are declared
         for index, report in zip(orders[task.name], group_reports):
             _score(entries[index], report)
-        audits[(task.name, seed)] = TaskAudit(task.name, entries, rules_of(task))
+        found = found_by_task[task.name]
+        audits[(task.name, seed)] = TaskAudit(task.name, entries + [replace(e) for e in found.equivalent], rules_of(task),
+                                              found.operators_generated, found.stale_equivalents)
     return [[audits[(task.name, seed)] for seed in seeds] for task in tasks]
 
 
@@ -146,22 +171,43 @@ def _grading_order(subjects: list[tuple[AuditEntry, Path]]) -> list[int]:
     concept's first failure) last: a task's session then ends on short gradings, with no fork slot
     idle long."""
     return sorted(range(len(subjects)), key=lambda i: (subjects[i][0].kind != "reference",
-                                                       subjects[i][0].kind == "mutant"))
+                                                       subjects[i][0].kind in ("mutant", "operator")))
 
 
 def _stop_at(entry: AuditEntry) -> str | None:
-    """A mutant's verdict is settled once a test of its concept fails: its grading stops there."""
+    """A mutant's verdict is settled once a test of its concept fails, an operator mutant's once any
+    test fails: its grading stops there."""
+    if entry.kind == "operator":
+        return ANY_CONCEPT
     return entry.concept if entry.kind == "mutant" and entry.concept else None
 
 
-def _subjects(task: Task, scratch: Path) -> list[tuple[AuditEntry, Path]]:
-    """What is graded, each with its tree: the reference, the stub and every variant."""
-    subjects = [(AuditEntry(task.name, "reference", "reference"), COURSE.solutions),
-                (AuditEntry(task.name, "stub", "stub"), COURSE.exercises)]
+@dataclass
+class _Subjects:
+    subjects: list[tuple[AuditEntry, Path]]         # what is graded, each with its tree
+    equivalent: list[AuditEntry]                    # operator mutants declared equivalent: not graded
+    operators_generated: int = 0
+    stale_equivalents: list[str] = field(default_factory=list)
+
+
+def _subjects(task: Task, scratch: Path, operators: OperatorSample | None) -> _Subjects:
+    """The reference, the stub, every variant and the `operators` sample of the operator mutants."""
+    root = scratch / task.name
+    found = _Subjects([(AuditEntry(task.name, "reference", "reference"), COURSE.solutions),
+                       (AuditEntry(task.name, "stub", "stub"), COURSE.exercises)], [])
     for variant in variants_of(task):
-        subjects.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule,
-                                    variant.origin), materialize(task, variant, scratch / task.name)))
-    return subjects
+        found.subjects.append((AuditEntry(task.name, variant.name, variant.kind, variant.concept, variant.rule,
+                                          variant.origin), materialize(task, variant, root)))
+    if operators is None:
+        return found
+    mutants, declared = operator_mutants(task), equivalents_of(task)
+    found.operators_generated, found.stale_equivalents = len(mutants), stale_declarations(declared, mutants)
+    found.equivalent = [AuditEntry(task.name, m.name, "operator", origin=OPERATOR_AUTHOR, equivalent=declared[m.name])
+                        for m in mutants if m.name in declared]
+    for index, mutant in enumerate(operators.drawn([m for m in mutants if m.name not in declared])):
+        found.subjects.append((AuditEntry(task.name, mutant.name, "operator", origin=OPERATOR_AUTHOR),
+                               write_tree(task, f"operator-{index:04d}", mutant.source, root)))
+    return found
 
 
 def _score(entry: AuditEntry, report) -> None:

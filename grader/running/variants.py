@@ -111,6 +111,13 @@ def variants_of(task: Task) -> list[Variant]:
     return [_with_concept(variant, sections) for variant in [*module.MUTANTS, *module.ALTERNATIVES]]
 
 
+def equivalents_of(task: Task) -> dict[str, str]:
+    """The operator mutants (`grader.running.operators`) the variants file declares equivalent, each
+    with its reason: `EQUIVALENT = {"definition: before -> after": "why no test can tell"}`."""
+    path = task.variants_file
+    return dict(getattr(load_module(path), "EQUIVALENT", {})) if path.is_file() else {}
+
+
 def _with_concept(variant: Variant, sections: dict[str, str]) -> Variant:
     if variant.kind != "mutant" or variant.concept:
         return variant
@@ -136,9 +143,13 @@ def materialize(task: Task, variant: Variant, root: Path) -> Path:
     commit of its own (what official grading puts in a jail: `head_only_repository`), so that
     what a variant records of its commit (a run record's `commit`) is observable, not null both
     ways; return the tree. No git process runs: an audit writes hundreds of trees."""
-    tree = Path(root) / variant.name
+    return write_tree(task, variant.name, variant.apply(base_source(task, variant.base)), root)
+
+
+def write_tree(task: Task, name: str, source: str, root: Path) -> Path:
+    """A submission tree `root/name` whose module is `source`, as `materialize` writes a variant's."""
+    tree = Path(root) / name
     (tree / task.name).mkdir(parents=True, exist_ok=True)
-    source = variant.apply(base_source(task, variant.base))
     (tree / task.name / f"{task.module}.py").write_text(source, encoding="utf-8")
-    head_only_repository(tree, hashlib.sha1(f"{task.name}/{variant.name}\n{source}".encode()).hexdigest())
+    head_only_repository(tree, hashlib.sha1(f"{task.name}/{name}\n{source}".encode()).hexdigest())
     return tree

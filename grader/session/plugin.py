@@ -47,7 +47,7 @@ from grader.session.outcome import (
     with_concept,
 )
 from grader.session.submission import BACKENDS, Backend, BackendContext, CallTimeout, CourseFault, StudentError, Submission
-from grader.spec import GradingSpec
+from grader.spec import ANY_CONCEPT, GradingSpec
 from grader.suite import metadata
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import Location, StudentImportError, describe, function_location
@@ -78,7 +78,7 @@ def pytest_addoption(parser):
     group.addoption("--score-report", metavar="PATH", help="write the score report as JSON to PATH")
     group.addoption("--worker-logs", metavar="DIR", help="keep the workers' output logs in DIR")
     group.addoption("--stop-on-concept", metavar="CONCEPT",
-                    help="stop once a test of this concept has failed (used by `grader audit`)")
+                    help="stop once a test of this concept has failed, or any test: '*' (used by `grader audit`)")
     group.addoption("--long", action="store_true", help="also run the long visible checks")
     group.addoption("--variant-plan", metavar="JSON",
                     help="grade each tree this file lists in a fork of the collected session (used by `grader audit`; "
@@ -414,8 +414,9 @@ class ReportHooks:
         result = yield
         concept = self.grading.spec.stop_on_concept
         outcome = self.grading.results.get(item.nodeid)
-        if concept and outcome and outcome.concept == concept and outcome.lost:      # a GPU test skipped costs nothing
-            self.grading.stopped_early = item.session.shouldstop = f"a test of concept {concept!r} failed"
+        if concept and outcome and outcome.lost and concept in (ANY_CONCEPT, outcome.concept):     # a skipped GPU test: not lost
+            self.grading.stopped_early = item.session.shouldstop = \
+                "a test failed" if concept == ANY_CONCEPT else f"a test of concept {concept!r} failed"
         task = self.grading.spec.course.task_of_path(item.path)
         following = self.grading.spec.course.task_of_path(nextitem.path) if nextitem is not None else None
         if task is not None and following != task:
@@ -455,8 +456,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def concept_first(items: list, concept: str, cost=lambda item: 0.0) -> None:
-    """The concept's tests first, the cheapest first by `cost(item)`, each group otherwise in its order."""
-    items.sort(key=lambda item: (metadata.of_item(item).concept != concept, cost(item)))      # stable
+    """The concept's tests first (every test, for ANY_CONCEPT), the cheapest first by `cost(item)`,
+    each group otherwise in its order."""
+    items.sort(key=lambda item: (concept != ANY_CONCEPT and metadata.of_item(item).concept != concept, cost(item)))
 
 
 def pytest_runtest_setup(item):

@@ -372,3 +372,33 @@ def torch_attention(q, k, v, mask=None):
     return torch.einsum("bhqk,bhkv->bhqv", weights.to(v.dtype), v)
 """}),
 ]
+
+
+# Operator mutants (grader audit 01 --operators) that no test can kill, each with the reason: they
+# change nothing a learner could observe.
+EQUIVALENT = {
+    'softmax: row_max = np.where(np.isneginf(row_max), 0.0, row_max) -> row_max = np.where(np.isneginf(row_max), 1.0, row_max)':
+        "an all -inf row's shift only has to be finite: exp(-inf - c) is 0 for any finite c",
+    'softmax: return e / np.where(total == 0, 1.0, total) -> return e / np.where(total == 0, 2.0, total)':
+        'the divisor changes only where every exponential is 0, and 0 / c is 0 for any c but 0',
+    'split_heads: raise ValueError(f"last axis {width} is not divisible by n_heads={n_heads}") -> raise ValueError(None)':
+        'the README leaves a width that does not divide to the learner (raising is a habit, not a rule)',
+    'attention: scores = np.einsum("bhqd,bhkd->bhqk", q, k) * scale -> scores = np.einsum("BHQD,BHKD->BHQK", q, k) * scale':
+        'einsum reads upper-case letters as labels as it does lower-case ones',
+    'attention: weights = softmax(scores, axis=-1) -> weights = softmax(scores, )':
+        "softmax's axis defaults to -1",
+    'attention: return np.einsum("bhqk,bhkv->bhqv", weights, v) -> return np.einsum("BHQK,BHKV->BHQV", weights, v)':
+        'einsum reads upper-case letters as labels as it does lower-case ones',
+    'multi_head_attention: raise ValueError(f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}") -> raise ValueError(None)':
+        "the README guarantees n_heads is a multiple of n_kv_heads: what happens otherwise is the learner's",
+    'multi_head_attention: group = n_heads // n_kv_heads -> group = n_heads / n_kv_heads':
+        'n_heads is always a multiple of n_kv_heads (the README), and np.repeat takes 2.0 as 2',
+    'torch_attention: scores = torch.einsum("bhqd,bhkd->bhqk", q.to(wide), k.to(wide)) * scale -> scores = torch.einsum("BHQD,BHKD->BHQK", q.to(wide), k.to(wide)) * scale':
+        'einsum reads upper-case letters as labels as it does lower-case ones',
+    'torch_attention: scores = scores.masked_fill(~mask, float("-inf")) -> scores = scores.masked_fill(~mask, float("-INF"))':
+        'float() reads -inf in any case',
+    'torch_attention: scores = scores.masked_fill(~has_key, 0.0) -> scores = scores.masked_fill(~has_key, 1.0)':
+        'a row with no key is filled only to keep its softmax finite (any constant does), and is zeroed after',
+    'torch_attention: return torch.einsum("bhqk,bhkv->bhqv", weights.to(v.dtype), v) -> return torch.einsum("BHQK,BHKV->BHQV", weights.to(v.dtype), v)':
+        'einsum reads upper-case letters as labels as it does lower-case ones',
+}
