@@ -4,12 +4,14 @@ reference's grading records what each test reaches, and a fork runs only the tes
 what its tree changed, taking the others' results from the reference's. Each test of the task
 notes in a log which tree it ran on, so what ran is observed, not inferred."""
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
 
-from grader.course import Course
+from grader.course import COURSE, Course
 from grader.running import runner
+from grader.spec import ANY_CONCEPT
 from grader.worker.loading import sibling_module
 
 synthetic = sibling_module(__file__, "synthetic_course")
@@ -152,3 +154,25 @@ def test_each_tree_is_graded_in_a_fork_of_its_own(shapes, tmp_path):
     assert hung.problems == ["the grading ran past its time limit (4 s)"], hung.problems
     assert stopped.stopped_early == "a test of concept 'Perimeter' failed"
     assert [t.id.split("::")[1] for t in stopped.task(shapes.name).tests] == ["test_perimeter"]
+
+
+def test_an_operator_mutant_stops_at_any_lost_test_and_writes_only_in_its_own_folder(shapes, tmp_path):
+    """Graded to stop at any concept (an operator mutant's grading), a tree stops at its first lost
+    test, whatever its concept; a tree that writes to a relative path (an output path a mutant
+    made None writes ./None) writes in its own working folder, never where the grading started."""
+    stray = f"stray-{uuid.uuid4().hex[:8]}"
+    writer = _tree(tmp_path / "writer", shapes, REFERENCE.replace(
+        "def area(side):\n", f"def area(side):\n    open({stray!r}, 'w').write('x')\n"))
+    mutant = _tree(tmp_path / "mutant", shapes, REFERENCE.replace("return Square().side", "return 2"))
+    places = [COURSE.root / stray, Path.cwd() / stray, shapes.course.root / stray]
+    try:
+        written, stopped = runner.run_forked(
+            [runner.ForkedGradings(shapes, [(writer, None), (mutant, ANY_CONCEPT)], seed=0)], workers=2)[0]
+        assert written.complete and written.total.percent == 100.0, written.problems
+        assert not [str(place) for place in places if place.exists()], "a tree wrote where the grading started"
+    finally:
+        for place in places:
+            place.unlink(missing_ok=True)
+    assert stopped.stopped_early == "a test failed"
+    ran = [t.id.split("::")[1] for t in stopped.task(shapes.name).tests]
+    assert ran == ["test_area", "test_perimeter", "test_unit_square"], "it stops at the first lost test, of any concept"

@@ -141,7 +141,7 @@ def run_forked(groups: list[ForkedGradings], workers: int) -> list[list[ScoreRep
             reports = [out_dir / "trees" / f"{i}.json" for i in range(len(group.trees))]
             plan = out_dir / "plan.json"
             trees = [{"impl": str(tree), "stop_on_concept": concept, "report": str(report), "limit_s": group.limit_s,
-                      "basetemp": str(temp / f"tree-{i}")}
+                      "basetemp": str(temp / f"tree-{i}"), "workdir": str(temp / f"tree-{i}-cwd")}
                      for i, ((tree, concept), report) in enumerate(zip(group.trees, reports))]
             plan.write_text(json.dumps({"slots": slots.to_json(), "warm": group.warm, "trees": trees}), encoding="utf-8")
             run = GradingRun(group.trees[0][0], [group.task], backend=group.backend, seed=group.seed,

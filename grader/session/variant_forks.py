@@ -18,9 +18,12 @@ In process (`--backend inprocess`), the warm grading also records which of the r
 top-level definitions each test reaches (`grader.session.reach`); a child then runs only the tests
 that reach a definition its tree changed, and takes the others' results from the reference's.
 
+Each tree is graded in a working folder of its own (`workdir`), not where the audit started: a
+mutant that writes to a relative path (an output path made None writes ./None) writes there.
+
 The plan is JSON: {"slots": {"folder": DIR, "count": N}, "warm": bool, "trees": [{"impl": DIR,
-"report": PATH, "basetemp": DIR, "stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}. The parent is the
-watchdog: a child past its limit is killed, and a child that ends without a report gets one from
+"report": PATH, "basetemp": DIR, "workdir": DIR, "stop_on_concept": CONCEPT or null, "limit_s": seconds}, ...]}.
+The parent is the watchdog: a child past its limit is killed, and a child that ends without a report gets one from
 the parent saying how it ended.
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -155,6 +159,8 @@ def _grade(session, variant: dict, recorder: ReachRecorder | None = None, refere
     the exit code."""
     config = session.config
     concept = variant.get("stop_on_concept")
+    Path(variant["workdir"]).mkdir(parents=True, exist_ok=True)
+    os.chdir(variant["workdir"])
     # The tree's own pytest folder: pytest empties its base folder when first asked for it, which
     # a sibling fork graded at the same time must not have done to this one's files.
     config.option.basetemp = variant["basetemp"]
