@@ -65,7 +65,6 @@ def test_each_mutant_is_the_reference_with_one_line_changed_and_named_by_it(muta
     for mutant in mutants:
         before, after = changed(mutant)
         assert mutant.name.endswith(f": {before} -> {after}"), mutant.name
-        assert REFERENCE.splitlines()[mutant.line - 1].split("#")[0].strip() == before
         ast.parse(mutant.source)
     assert len({m.name for m in mutants}) == len(mutants)
 
@@ -88,12 +87,11 @@ def test_definitions_name_the_top_level_def_or_class_and_pragmas_are_respected(m
 
 
 def test_names_do_not_move_when_an_unrelated_definition_changes(mutants):
-    grown = REFERENCE.replace('    return total / len(values)',
-                              '    return total / len(values)\n\n\ndef unrelated():\n    return 1')
-    before = {m.name: m.line for m in mutants}
-    after = {m.name: m.line for m in mutants_of(grown)}
-    assert set(before) <= set(after)
-    assert all(after[name] == line for name, line in before.items())
+    grown = REFERENCE.replace('LIMIT = 3\n', 'LIMIT = 3\n\n\ndef unrelated():\n    return 1\n')
+    after = {m.name: m.source for m in mutants_of(grown)}
+    assert {m.name for m in mutants} <= set(after)
+    assert all(after[m.name] == m.source.replace('LIMIT = 3\n', 'LIMIT = 3\n\n\ndef unrelated():\n    return 1\n', 1)
+               for m in mutants if m.definition != MODULE_LEVEL), "a name stands for the same change"
 
 
 def test_a_declaration_naming_no_mutant_now_is_reported(mutants):

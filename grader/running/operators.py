@@ -34,7 +34,6 @@ OPERATOR_AUTHOR = "mutmut"     # who wrote an operator mutant, as the audit says
 class OperatorMutant:
     name: str                  # "definition: before -> after", unique within its task
     definition: str            # the top-level def or class it changes, or MODULE_LEVEL
-    line: int                  # where it changes the reference (1-based), to read it there
     source: str                # the whole mutated module
 
 
@@ -49,6 +48,8 @@ class OperatorsUnavailable(RuntimeError):
 
 
 def mutants_of(source: str, filename: str = "<reference>") -> list[OperatorMutant]:
+    """Every mutant of `source`, one operator's change at one spot each; two changes that read the
+    same in one definition are told apart by their order ("(2)")."""
     try:
         import libcst as cst
         from libcst.metadata import MetadataWrapper
@@ -71,7 +72,7 @@ def mutants_of(source: str, filename: str = "<reference>") -> list[OperatorMutan
         changed = module.code_for_node(statement.deep_replace(mutation.original_node, mutation.mutated_node))
         if changed == statements.code[index]:
             continue
-        offset, before, after = _changed_lines(statements.code[index].splitlines(), changed.splitlines())
+        before, after = _changed_lines(statements.code[index].splitlines(), changed.splitlines())
         definition = statement.name.value if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else MODULE_LEVEL
         name = f"{definition}: {before} -> {after}"
         seen[name] = seen.get(name, 0) + 1
@@ -79,7 +80,7 @@ def mutants_of(source: str, filename: str = "<reference>") -> list[OperatorMutan
             name = f"{name} ({seen[name]})"
         start = statements.start[index]
         text = source[:start] + changed + source[start + len(statements.code[index]):]
-        found.append(OperatorMutant(name, definition, source.count("\n", 0, start) + offset, text))
+        found.append(OperatorMutant(name, definition, text))
     return found
 
 
@@ -108,12 +109,12 @@ class _TopLevel:
         return self._index[id(node)]
 
 
-def _changed_lines(before: list[str], after: list[str]) -> tuple[int, str, str]:
-    """Where the mutant first differs from the reference, and the lines it changed there, each
-    block joined on one line and stripped of its indentation."""
+def _changed_lines(before: list[str], after: list[str]) -> tuple[str, str]:
+    """The lines where the mutant differs from the reference, before and after, each block joined
+    on one line and stripped of its indentation."""
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     tag, i1, i2, j1, j2 = next(op for op in matcher.get_opcodes() if op[0] != "equal")
-    return i1 + 1, _one_line(before[i1:i2]), _one_line(after[j1:j2])
+    return _one_line(before[i1:i2]), _one_line(after[j1:j2])
 
 
 def _one_line(lines: list[str]) -> str:
