@@ -18,6 +18,10 @@ REGION_NAMES = {"data_loading": "enumerate(DataLoader)#_SingleProcessDataLoaderI
                 "forward": "forward", "backward": "backward", "optimizer": "Optimizer.step#AdamW.step"}
 NOT_A_PHASE = "Optimizer.zero_grad#AdamW.zero_grad"    # an optimizer region that is not its step
 TINY_OP_US = 50.0       # as in the stub: an op is tiny when its self time per call is *under* this
+# loader_beside_gemm: the matmul's self time is D (1 +- RATIO_GAP). A correct reading compares
+# the two exactly (timestamps are rounded to 1e-3 us of about 8000: 1e-7 relative); costs read
+# 0.1% off in either (1001 us to the ms) or twice the table's (2 / steps) swap the answer.
+RATIO_GAP = 2e-4
 
 
 def _event(cat, name, ts, dur, pid=HOST_PID, tid=HOST_TID):
@@ -219,6 +223,34 @@ def reads_under_item(rng):
     return _profile(steps)
 
 
+def named_layers_one_step(rng):
+    """One recorded step whose layers each wrap one tiny op in a record_function of the layer's
+    own name: every layer's row counts one call, and a row called once is tiny when that call is.
+    Per step: gemm G, tiny ops T (one row, many calls), tiny regions R (one row per layer, one
+    call each) with R + T >= 1.5 G and T <= G / 2: launch_overhead wins only with the regions."""
+    layers, gemm_us = int(rng.integers(120, 180)), float(rng.uniform(1_800, 2_200))
+    op_us, region_us = gemm_us / (2.2 * layers), 1.7 * gemm_us / layers    # T = G / 2.2, R = 1.7 G
+    blocks = [("user_annotation", f"layers.{index}", region_us, [("cpu_op", "aten::add", op_us, [])])
+              for index in range(layers)]
+    forward = ("user_annotation", "forward", 300.0, [("cpu_op", "aten::mm", gemm_us, []), *blocks])
+    return _profile([("user_annotation", "ProfilerStep#1", 200.0, [forward])])
+
+
+def loader_beside_gemm(rng, *, count, leader):
+    """`count` steps, each waiting D for its DataLoader and spending G in one matmul, G a hair
+    (RATIO_GAP) above D when `leader` is "gemm" and below it when it is "data_loading": per step,
+    the table's total of the matmul divided by the steps against the phase's mean over the steps,
+    both in ms, is all that decides. Nothing else costs more than a few percent of D."""
+    loader_us = float(rng.uniform(7_000, 9_000))
+    gemm_us = loader_us * (1.0 + RATIO_GAP if leader == "gemm" else 1.0 - RATIO_GAP)
+    steps = []
+    for number in range(1, 1 + count):
+        loader = ("user_annotation", REGION_NAMES["data_loading"], loader_us, [])
+        forward = ("user_annotation", "forward", 80.0, [("cpu_op", "aten::mm", gemm_us, [])])
+        steps.append(("user_annotation", f"ProfilerStep#{number}", 120.0, [loader, forward]))
+    return _profile(steps)
+
+
 CPU_PROFILES = {"launch_overhead": annotated_tiny_ops, "data_loading": slow_loader_many_steps,
                 "gemm": attention_region_of_matmuls, "host_sync": reads_under_item}
 
@@ -270,6 +302,49 @@ def optimizer_launching_per_parameter(rng):
                   device_type="cuda"),
              _row("vectorized_elementwise_kernel", params * count, self_device=optimizer_total,
                   total_device=optimizer_total, device_type="cuda")]
+    return table, {"traceEvents": [events[i] for i in rng.permutation(len(events))]}
+
+
+def syncs_between_launches(rng, sync_name):
+    """A GPU step of a few rounds: the host launches a burst of GEMM kernels (B us on the device),
+    then waits in a sync call named `sync_name` until the burst is done, then spends W (about 1.5
+    to 2 B) in Python before it launches the next burst, the device idle meanwhile. That idle
+    time follows a sync: host_sync (about 1.7 B a round) beats the GEMMs (B a round), and the
+    device's other waits (before the first burst, 5 us per round inside the sync call) are tiny.
+    `sync_name` is one of the names SYNC_OPS lists; the runtime's calls are cat "cuda_runtime",
+    the ops cat "cpu_op"."""
+    sync_cat = "cuda_runtime" if sync_name.startswith("cuda") else "cpu_op"
+    count, rounds, kernels = int(rng.integers(3, 5)), int(rng.integers(3, 6)), int(rng.integers(4, 9))
+    events, cursor = [], 8_000_000.0
+    for number in range(1, 1 + count):
+        start = host = cursor
+        for _ in range(rounds):
+            burst_us = float(rng.uniform(300, 500))
+            python_us = float(rng.uniform(1.5, 2.0)) * burst_us
+            device = host + 10.0
+            for _ in range(kernels):
+                events.append(_event("cpu_op", "aten::mm", host, 3.0))
+                events.append(_event("kernel", "sm90_xmma_gemm_bf16bf16", device, burst_us / kernels, DEVICE_PID,
+                                     COMPUTE_STREAM))
+                device += burst_us / kernels
+                host += 4.0
+            events.append(_event(sync_cat, sync_name, host, device + 5.0 - host))
+            host = device + 5.0 + python_us
+        end = host
+        events.append(_event("user_annotation", f"ProfilerStep#{number}", start, end - start))
+        cursor = end + 10.0
+    def total_us(cat, name=""):
+        return sum(e["dur"] for e in events if e["cat"] == cat and e["name"].startswith(name))
+
+    kernel_us, launch_us, sync_us = total_us("kernel"), total_us("cpu_op", "aten::mm"), total_us(sync_cat, sync_name)
+    steps_us = total_us("user_annotation", "ProfilerStep#")
+    table = [_row("ProfilerStep*", count, self_cpu=steps_us - launch_us - sync_us, total_cpu=steps_us,
+                  total_device=kernel_us),
+             _row("aten::mm", kernels * rounds * count, self_cpu=launch_us, total_cpu=launch_us,
+                  self_device=kernel_us, total_device=kernel_us),
+             _row(sync_name, rounds * count, self_cpu=sync_us, total_cpu=sync_us),
+             _row("sm90_xmma_gemm_bf16bf16", kernels * rounds * count, self_device=kernel_us, total_device=kernel_us,
+                  device_type="cuda")]
     return table, {"traceEvents": [events[i] for i in rng.permutation(len(events))]}
 
 

@@ -11,9 +11,10 @@ from grader.worker.loading import sibling_module
 scenarios = sibling_module(__file__, "scenarios")
 
 
-def profile_counting_calls(module, steps, warmup, size):
+def profile_counting_calls(module, steps, warmup, size, defaults=False):
     """profile_steps on a step that runs three known ops (mm, sigmoid, sum) inside a region
-    naming the call (`call#k`, k counting from 0), and counts its calls."""
+    naming the call (`call#k`, k counting from 0), and counts its calls. With `defaults`,
+    profile_steps is called with its own steps and warmup (`steps` and `warmup` are unused)."""
     gen = torch.Generator().manual_seed(size)
     a, b = torch.randn(size, size + 1, generator=gen), torch.randn(size + 1, size + 2, generator=gen)
     calls = 0
@@ -25,7 +26,7 @@ def profile_counting_calls(module, steps, warmup, size):
         calls += 1
 
     with scenarios.one_thread():
-        result = module.profile_steps(step, steps=steps, warmup=warmup)
+        result = module.profile_steps(step) if defaults else module.profile_steps(step, steps=steps, warmup=warmup)
     table, trace = result if isinstance(result, (tuple, list)) and len(result) == 2 else (result, None)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
     complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
@@ -78,6 +79,11 @@ def time_calls(module, function, iters, warmup):
     """time_ms of the test's function: each call runs in the test's process (a witness), which
     counts and times the calls itself."""
     return module.time_ms(function.call, iters=iters, warmup=warmup)
+
+
+def time_calls_by_default(module, function):
+    """time_ms of the test's function with time_ms's own iters and warmup."""
+    return module.time_ms(function.call)
 
 
 class SimulatedStream:

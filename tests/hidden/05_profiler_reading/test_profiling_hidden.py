@@ -74,6 +74,8 @@ PHASE_PREFIXES = {"data_loading": "enumerate(DataLoader)", "optimizer": "Optimiz
 PHASE_NAMES = {"forward": "forward", "backward": "backward"}
 GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|addmv|mv|matmul|linear)$")
 SYNC = re.compile(r"^(aten::item|aten::_local_scalar_dense|cuda(Stream|Device|Event)Synchronize)$")
+SYNC_NAMES = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize",
+              "cudaEventSynchronize")
 CATEGORIES = {"gemm": [r"^aten::(mm|addmm|bmm|matmul|linear)$"], "attention": "attention",
               "host reads": [r"^aten::item$", r"^aten::_local_scalar_dense$"],
               "annotations": r"^(ProfilerStep|forward|backward|enumerate\(DataLoader\)|Optimizer)",
@@ -298,6 +300,9 @@ def check_diagnosis(got, label, what):
     answer, evidence = got
     assert isinstance(evidence, dict) and evidence and all(isinstance(k, str) for k in evidence), \
         "the evidence must be a non-empty dict keyed by str: the numbers the decision rests on"
+    not_numbers = {k: v for k, v in evidence.items() if not isinstance(v, numbers.Real)}
+    assert not not_numbers, \
+        f"the evidence maps names to numbers; expected a number for each key, got {dict(list(not_numbers.items())[:3])}"
     assert answer in LABELS, f"diagnose answered {answer!r}, which is not one of {list(LABELS)}"
     numbers_ = {k: round(v, 3) for k, v in evidence.items() if isinstance(v, numbers.Real)}
     assert answer == label, f"{what}: diagnose answered {answer!r}; its construction is {label!r} (evidence: {numbers_})"
@@ -327,6 +332,18 @@ def test_profile_steps_records_only_the_active_steps(submission, rng, steps, war
     assert len(numbers_) == steps and numbers_ == list(range(numbers_[0], numbers_[0] + steps)), \
         f"the trace must hold the {steps} active steps only, one ProfilerStep#N each; it holds {sorted(got['steps'])}"
     assert got["mm_events"] == steps, f"the trace holds {got['mm_events']} aten::mm events, expected {steps}"
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.concept(CONCEPT_RECORDING)
+@pytest.mark.timeout(180)
+def test_profile_steps_defaults(submission, rng):
+    """profile_steps(step_fn) with its defaults: 1 warmup call, then 5 recorded ones"""
+    got = submission.probe(probes.profile_counting_calls, None, None, integer(rng, 24, 64), True)
+    numbers_ = sorted(int(name.split("#")[1]) for name in got["steps"])
+    assert got["calls"] == 6 and numbers_ == [1, 2, 3, 4, 5], \
+        (f"profile_steps(step_fn) defaults to steps=5, warmup=1: expected 6 calls and ProfilerStep#1..#5 in the "
+         f"trace, got {got['calls']} calls and {sorted(got['steps'])}")
 
 
 @pytest.mark.points(2)
@@ -416,6 +433,10 @@ def test_top_ops_by_self_time_puts_leaf_ops_first(submission, fixtures, rng):
     assert "ProfilerStep*" not in got and got == expected_top(table, 3, "self_cpu_us"), \
         (f"top_ops(by='self_cpu_us') gave {got}: a step's or a region's total contains its ops; its self time "
          "is only what no child accounts for")
+    by_default, expected = [row["name"] for row in submission.top_ops(table)], expected_top(table, 10, "self_cpu_us")
+    assert by_default == expected, \
+        (f"top_ops(table) defaults to k=10, by='self_cpu_us': expected [{describe_rows(expected, 10)}], "
+         f"got [{describe_rows(by_default, 12)}]")
 
 
 @pytest.mark.points(1)
@@ -513,6 +534,17 @@ def test_diagnose_constructed_gpu_profiles(submission, rng, label):
     check_diagnosis(submission.diagnose(table, trace), label, what)
 
 
+@pytest.mark.points(0.5)
+@pytest.mark.concept(CONCEPT_DEVICE)
+@pytest.mark.parametrize("sync_name", SYNC_NAMES, ids=[name.replace("aten::", "aten-") for name in SYNC_NAMES])
+def test_diagnose_idle_after_each_sync_call(submission, rng, sync_name):
+    """the device's wait after a sync is host_sync, whichever of the SYNC_OPS names the sync call has"""
+    table, trace = constructed.syncs_between_launches(rng, sync_name)
+    check_diagnosis(submission.diagnose(table, trace), "host_sync",
+                    f"a constructed GPU profile whose host waits in {sync_name} after each burst of kernels, then "
+                    "idles the device in Python")
+
+
 @pytest.mark.points(2)
 @pytest.mark.concept(CONCEPT_DEVICE)
 def test_breakdown_of_device_time_counts_each_kernel_once(submission, fixtures, rng):
@@ -576,6 +608,29 @@ def test_diagnose_constructed_cpu_profiles(submission, rng, label):
     check_diagnosis(submission.diagnose(table, trace), label, what)
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_DIAGNOSIS)
+@pytest.mark.parametrize("leader", ["gemm", "data_loading"])
+def test_diagnose_compares_costs_in_ms_per_step(submission, rng, leader):
+    """the table's totals per step and the phases' mean per step, both in ms, compared as they are"""
+    for count in (1, integer(rng, 3, 6)):
+        table, trace = constructed.loader_beside_gemm(rng, count=count, leader=leader)
+        check_diagnosis(submission.diagnose(table, trace), leader,
+                        f"a constructed CPU profile of {count} step(s), each waiting for its DataLoader about as long "
+                        f"as its matmul runs ({leader} is {constructed.RATIO_GAP:.0e} ahead): the matmul's table time "
+                        "divided by the steps, in ms, against the mean data-loading phase, in ms")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(CONCEPT_DIAGNOSIS)
+def test_diagnose_tiny_rows_called_once(submission, rng):
+    """a row called once is tiny when its one call is: a one-step profile of layers each in a region of its own name"""
+    table, trace = constructed.named_layers_one_step(rng)
+    check_diagnosis(submission.diagnose(table, trace), "launch_overhead",
+                    "a constructed one-step CPU profile whose layers each wrap one tiny op in a record_function named "
+                    "after the layer (one call per row)")
+
+
 # ---------------------------------------------------------------- asynchronous timing
 
 # The functions time_ms times run in this process (witnesses.py), which counts and times their
@@ -622,6 +677,9 @@ def test_time_ms_runs_warmup_then_iters(submission, rng):
         sleeper = witnesses.Sleeper(1.0, 0, 1.0)
         submission.probe(probes.time_calls, iters, warmup, witness=sleeper)
         check_calls(sleeper, iters, warmup)
+    sleeper = witnesses.Sleeper(1.0, 0, 1.0)
+    submission.probe(probes.time_calls_by_default, witness=sleeper)
+    assert sleeper.calls == 13, f"time_ms(fn) defaults to warmup=3, iters=10: expected 13 calls of fn, got {sleeper.calls}"
 
 
 @pytest.mark.points(1)

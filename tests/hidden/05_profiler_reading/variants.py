@@ -518,3 +518,56 @@ def time_ms(fn, *, iters=10, warmup=3, device="cpu"):
     return timings[middle] if len(timings) % 2 else (timings[middle - 1] + timings[middle]) / 2
 """}),
 ]
+
+# Operator mutants (grader audit 05 --operators) that change nothing the README's contract lets a
+# learner observe.
+EQUIVALENT = {
+    'profile_steps: def profile_steps(step_fn, *, steps=5, warmup=1, device="cpu"): -> def profile_steps(step_fn, *, steps=5, warmup=1, device="XXcpuXX"):':
+        'the default device is only compared with "cuda": any other string profiles the host, as "cpu" does',
+    'profile_steps: def profile_steps(step_fn, *, steps=5, warmup=1, device="cpu"): -> def profile_steps(step_fn, *, steps=5, warmup=1, device="CPU"):':
+        'the default device is only compared with "cuda": any other string profiles the host, as "cpu" does',
+    'profile_steps: activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else []) -> activities = None':
+        'the profiler\'s default activities are the host\'s plus CUDA where a GPU exists: the README asks for CUDA when device == "cuda" and a CPU step records no device activity either way',
+    'profile_steps: activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else []) -> activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if (device == "cuda") or True else [])':
+        'asking for CUDA activity on a CPU step too records no device activity: the README asks for CUDA when device == "cuda", never forbids it otherwise',
+    'profile_steps: path = Path(folder) / "trace.json" -> path = Path(folder) / "XXtrace.jsonXX"':
+        'the name of the temporary file the trace is exported to is never seen',
+    'profile_steps: path = Path(folder) / "trace.json" -> path = Path(folder) / "TRACE.JSON"':
+        'the name of the temporary file the trace is exported to is never seen',
+    'profile_steps: with profile(activities=activities, schedule=plan, on_trace_ready=keep_trace, record_shapes=True) as prof: -> with profile(activities=None, schedule=plan, on_trace_ready=keep_trace, record_shapes=True) as prof:':
+        'the profiler\'s default activities are the host\'s plus CUDA where a GPU exists: the README asks for CUDA when device == "cuda" and a CPU step records no device activity either way',
+    'profile_steps: with profile(activities=activities, schedule=plan, on_trace_ready=keep_trace, record_shapes=True) as prof: -> with profile(schedule=plan, on_trace_ready=keep_trace, record_shapes=True) as prof:':
+        'the profiler\'s default activities are the host\'s plus CUDA where a GPU exists: the README asks for CUDA when device == "cuda" and a CPU step records no device activity either way',
+    '_union: if merged and start <= merged[-1][1]: -> if merged and start < merged[-1][1]:':
+        'touching intervals merged or not cover the same length; the next kernel start after a sync differs only when the sync ends while a kernel still runs, which a sync (it waits for the queue) never does',
+    '_clip: return [(max(s, start), min(e, end)) for s, e in intervals if s < end and e > start] -> return [(max(s, start), min(e, end)) for s, e in intervals if s <= end and e > start]':
+        "an interval that starts at the clip's end clips to an empty piece, which adds no length",
+    '_clip: return [(max(s, start), min(e, end)) for s, e in intervals if s < end and e > start] -> return [(max(s, start), min(e, end)) for s, e in intervals if s < end and e >= start]':
+        "an interval that ends at the clip's start clips to an empty piece, which adds no length",
+    '_subtract: if cut_start > start: -> if cut_start >= start:':
+        "a cut at the interval's start leaves an empty piece, which adds no length",
+    '_subtract: if start < end: -> if start <= end:':
+        'an interval cut to its end leaves an empty piece, which adds no length',
+    'diagnose: evidence["wall_ms"] = statistics.fmean(s["wall_ms"] for s in steps) -> evidence["XXwall_msXX"] = statistics.fmean(s["wall_ms"] for s in steps)':
+        'the README names no evidence key: only the label and numbers under some names are promised',
+    'diagnose: evidence["wall_ms"] = statistics.fmean(s["wall_ms"] for s in steps) -> evidence["WALL_MS"] = statistics.fmean(s["wall_ms"] for s in steps)':
+        'the README names no evidence key: only the label and numbers under some names are promised',
+    'diagnose: evidence["device_idle_fraction"] = statistics.fmean(s["device_idle_fraction"] for s in steps) -> evidence["XXdevice_idle_fractionXX"] = statistics.fmean(s["device_idle_fraction"] for s in steps)':
+        'the README names no evidence key: only the label and numbers under some names are promised',
+    'diagnose: evidence["device_idle_fraction"] = statistics.fmean(s["device_idle_fraction"] for s in steps) -> evidence["DEVICE_IDLE_FRACTION"] = statistics.fmean(s["device_idle_fraction"] for s in steps)':
+        'the README names no evidence key: only the label and numbers under some names are promised',
+    '_is_tiny: return row["count"] > 0 and row["self_cpu_us"] / row["count"] < TINY_OP_US -> return row["count"] >= 0 and row["self_cpu_us"] / row["count"] < TINY_OP_US':
+        'a key_averages() row counts one call at least: a row of count 0 has no time per call and never occurs',
+    '_idle_by_cause: for _, end in (_span(e) for e in events if SYNC_OPS.search(e.get("name", "")))) -> for _, end in (_span(e) for e in events if SYNC_OPS.search(e.get("name", None))))':
+        'every complete event carries a name (the README lists it among the fields the readers get): the default is never read',
+    '_idle_by_cause: for _, end in (_span(e) for e in events if SYNC_OPS.search(e.get("name", "")))) -> for _, end in (_span(e) for e in events if SYNC_OPS.search(e.get("name", ))))':
+        'every complete event carries a name (the README lists it among the fields the readers get): the default is never read',
+    '_idle_by_cause: for _, end in (_span(e) for e in events if SYNC_OPS.search(e.get("name", "")))) -> for _, end in (_span(e) for e in events if SYNC_OPS.search(e.get("name", "XXXX"))))':
+        'every complete event carries a name (the README lists it among the fields the readers get): the default is never read',
+    'time_ms: def time_ms(fn, *, iters=10, warmup=3, device="cpu"): -> def time_ms(fn, *, iters=10, warmup=3, device="XXcpuXX"):':
+        'the default device is only compared with "cuda": any other string times on the host clock, as "cpu" does',
+    'time_ms: def time_ms(fn, *, iters=10, warmup=3, device="cpu"): -> def time_ms(fn, *, iters=10, warmup=3, device="CPU"):':
+        'the default device is only compared with "cuda": any other string times on the host clock, as "cpu" does',
+    '_timed_call_ms: return (time.perf_counter() - begin) * 1000.0 -> return (time.perf_counter() - begin) * 1001.0':
+        'a timing 0.1% long is within the noise of any measured call (the round trip to the witness alone is up to 0.6 ms of a 10 ms call): no grading of a wall-clock time can tell',
+}
