@@ -16,7 +16,7 @@ Llama-3-8B on an H100, public facts that every seed's twin test checks by its ow
 """
 import functools
 import math
-from numbers import Real
+from numbers import Integral, Real
 
 import pytest
 
@@ -66,6 +66,7 @@ MAP_TOKENS_PER_S = 208                               # whole tokens
 MAP_PREFILL_MS = 67                                  # 4096 tokens, whole ms
 MAP_RIDGE = 295                                      # whole FLOP/byte
 LLAMA_8B = "llama-3-8b"
+GEMMA_7B = "gemma-7b"
 MiB, GiB = 2 ** 20, 2 ** 30
 
 
@@ -165,6 +166,14 @@ SMALL = {
               "tie_word_embeddings": False},
     "deep": {"model_type": "mistral", "hidden_size": 128, "intermediate_size": 128, "num_hidden_layers": 16,
              "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 128, "tie_word_embeddings": False},
+    # Wide residual streams with narrow heads and MLPs: the RMSNorms (two per block, one outside)
+    # dominate; and experts that every token visits, whose gathered inputs and outputs dominate.
+    "norms": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 8, "num_hidden_layers": 3,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "vocab_size": 16,
+              "tie_word_embeddings": False},
+    "experts": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 8, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "vocab_size": 16,
+                "num_local_experts": 4, "num_experts_per_tok": 4, "tie_word_embeddings": False},
 }
 # (batch, (shortest, longest) seq_len, bytes per value): short and long sequences, bf16 and fp32
 # training. The deep model needs only one; the many-heads model only short sequences, where the
@@ -368,12 +377,15 @@ def test_zoo_parameter_counts(submission, rng, name):
 
 
 def assert_param_counts(submission, configs):
-    """param_count of each config against from_config on the meta device."""
+    """param_count of each config against from_config on the meta device: the same integer (an exact
+    count is an int, not a float that happens to hold one: hidden_size / heads is not a head_dim)."""
     for config in configs:
         got = submission.param_count(config)
         expected = oracles.param_count(config)
         assert got == expected, \
             f"param_count({describe(config)}): expected {expected:,}, got {number(got)} ({difference(got, expected)})"
+        assert isinstance(got, Integral), \
+            f"param_count({describe(config)}): expected the integer {expected:,}, got {got!r} ({type(got).__name__})"
 
 
 @pytest.mark.points(3)
@@ -430,6 +442,13 @@ def test_lora_named_targets(submission, rng):
         got = submission.lora_param_count(config, r, targets)
         assert got == expected, \
             f"lora_param_count({describe(config)}, r={r}, {targets}): expected {expected:,}, got {number(got)}"
+    for family in ("llama", "mixtral"):            # every name of the model type's row, alone
+        config, r = draws.llama_like(rng, family, layers=(2, 4)), draws.choice(rng, draws.RANKS)
+        for targets in ([name] for name in draws.names_of(config)):
+            expected = oracles.lora_count(config, r, targets)
+            got = submission.lora_param_count(config, r, targets)
+            assert got == expected, \
+                f"lora_param_count({describe(config)}, r={r}, {targets}): expected {expected:,}, got {number(got)}"
     config, r = draws.gpt2(rng, layers=(2, 4)), draws.choice(rng, draws.RANKS)
     for targets in ("all-linear", ["c_attn"], ["c_proj"], ["c_fc", "c_proj"]):   # gpt2's two c_proj share a name
         expected = oracles.lora_count(config, r, targets)
@@ -645,6 +664,9 @@ def test_kv_cache_of_a_long_context(submission, rng):
 
 # ---------------------------------------------------------------- fits and OOM diagnosis
 
+FITS_SEQ_LEN = 2048          # fits' and oom_culprit's default seq_len (the README's signature)
+
+
 def setup(name=LLAMA_8B, method="full", seq_len=4096, **kwargs):
     return {"config": zoo(name), "method": method, "seq_len": seq_len, **kwargs}
 
@@ -713,16 +735,38 @@ def test_fits(submission, rng):
 @pytest.mark.points(1)
 @pytest.mark.concept("Does it fit?")
 def test_fits_at_the_limit(submission, rng):
-    """an inference setup that needs exactly gpu_memory fits, one byte less does not"""
+    """a setup that needs exactly gpu_memory fits, one byte less does not: inference setups (fits'
+    defaults too: one GPU, batch 1, 2048 tokens), and training setups whose activations are your
+    own activation_bytes, as the contract adds them"""
     config, batch, seq_len = zoo(LLAMA_8B), draws.integer(rng, 1, 64), draws.integer(rng, 1, 8192)
+    per_token = oracles.kv_cache_bytes(config, 1, 1)
     for n_gpus in (1, draws.choice(rng, (2, 4, 8))):
-        need = (2 * oracles.param_count(config) + batch * seq_len * oracles.kv_cache_bytes(config, 1, 1)) / n_gpus
+        need = (2 * oracles.param_count(config) + batch * seq_len * per_token) / n_gpus
         assert need == int(need), "course problem, not yours: the limit must be a whole number of bytes"
         for memory, expected in [(need, True), (need - 1, False)]:
             got = submission.fits(config, "inference", memory, n_gpus=n_gpus, batch=batch, seq_len=seq_len)
             assert got is expected, (f"fits(Llama-3-8B, 'inference', {memory:,.0f} bytes, n_gpus={n_gpus}, batch={batch}, "
                                      f"seq_len={seq_len}): the setup needs {need:,.0f} bytes per GPU, so expected "
                                      f"{expected}, got {got!r}")
+    need = 2 * oracles.param_count(config) + FITS_SEQ_LEN * per_token
+    for memory, expected in [(need, True), (need - 1, False)]:
+        got = submission.fits(config, "inference", memory)
+        assert got is expected, (f"fits(Llama-3-8B, 'inference', {memory:,.0f} bytes) with fits' defaults (n_gpus=1, "
+                                 f"batch=1, seq_len={FITS_SEQ_LEN}) needs {need:,.0f} bytes, so expected {expected}, "
+                                 f"got {got!r}")
+    n, adapters = oracles.param_count(config), oracles.lora_count(config, 16)
+    states = {"full": 16 * n, "lora": 2 * n + 16 * adapters, "qlora": n / 2 + 4 * math.ceil(n / 64) + 16 * adapters}
+    for method, state in states.items():
+        batch, seq_len, checkpointing = draws.integer(rng, 1, 2), draws.integer(rng, 128, 4096), bool(rng.random() < 0.5)
+        activations = submission.activation_bytes(config, batch, seq_len, checkpointing=checkpointing)
+        assert isinstance(activations, Real), f"activation_bytes(Llama-3-8B, {batch}, {seq_len}) returned {activations!r}"
+        need = state + activations
+        for memory, expected in [(need, True), (need - 1, False)]:
+            got = submission.fits(config, method, memory, batch=batch, seq_len=seq_len, checkpointing=checkpointing)
+            assert got is expected, (f"fits(Llama-3-8B, {method!r}, {memory:,.0f} bytes, batch={batch}, seq_len={seq_len}, "
+                                     f"checkpointing={checkpointing}): {state:,.0f} bytes of state + your "
+                                     f"activation_bytes {activations:,} = {need:,.0f} bytes, so expected {expected}, "
+                                     f"got {got!r}")
 
 
 # (before, after, the block that grew most, story): the map's diagnoses, their lengths, batches and
@@ -765,6 +809,25 @@ def oom_cases(rng):
         (setup(n_gpus=g2, seq_len=seq, checkpointing=True), setup(n_gpus=g1, seq_len=seq, checkpointing=True),
          "activations", "more GPUs: the sharded blocks shrank, the activations and the (empty) cache did not"),
         (setup(method="lora", seq_len=seq), setup(method="lora", seq_len=seq), "weights", "nothing changed"),
+        ({"config": zoo(LLAMA_8B), "method": "lora", "n_gpus": 1, "batch": 1, "seq_len": FITS_SEQ_LEN},
+         {"config": zoo(LLAMA_8B), "method": "lora", "checkpointing": False}, "weights",
+         "nothing changed: fits' defaults written out, then left out"),
+        (setup(method="inference", n_gpus=2, batch=b1, seq_len=s1), setup(method="inference", batch=b1, seq_len=s1),
+         "weights", "serving on one GPU instead of two: the weights' half grows more than the cache's"),
+        # Fewer GPUs and another optimizer, Gemma 7B (a parameter count that 3 and 8 divide, so that every
+        # per-GPU block is a whole number of bytes): each moment byte of the table decides the answer.
+        (setup(GEMMA_7B, n_gpus=4, seq_len=seq, checkpointing=True),
+         setup(GEMMA_7B, optimizer="sgd", seq_len=seq, checkpointing=True), "weights",
+         "AdamW over 4 GPUs replaced by SGD on one: the weights grow more than the master copy alone"),
+        (setup(GEMMA_7B, optimizer="sgd_momentum", n_gpus=4, seq_len=seq, checkpointing=True),
+         setup(GEMMA_7B, optimizer="adamw_8bit", n_gpus=3, seq_len=seq, checkpointing=True), "weights",
+         "SGD with momentum over 4 GPUs replaced by 8-bit AdamW over 3: the same optimizer bytes per GPU"),
+        (setup(GEMMA_7B, n_gpus=3, seq_len=seq, checkpointing=True),
+         setup(GEMMA_7B, optimizer="sgd_momentum", n_gpus=2, seq_len=seq, checkpointing=True), "weights",
+         "AdamW over 3 GPUs replaced by SGD with momentum over 2: the same optimizer bytes per GPU"),
+        (setup(GEMMA_7B, n_gpus=8, seq_len=seq, checkpointing=True),
+         setup(GEMMA_7B, optimizer="adamw_8bit", n_gpus=3, seq_len=seq, checkpointing=True), "optimizer",
+         "AdamW over 8 GPUs replaced by 8-bit AdamW over 3: the optimizer block still grows most"),
     ]
 
 
@@ -780,7 +843,7 @@ def trusted_blocks(case):
     config, method, n_gpus = case["config"], case["method"], case.get("n_gpus", 1)
     n = oracles.param_count(config)
     if method == "inference":
-        kv = case.get("batch", 1) * case["seq_len"] * oracles.kv_cache_bytes(config, 1, 1)
+        kv = case.get("batch", 1) * case.get("seq_len", FITS_SEQ_LEN) * oracles.kv_cache_bytes(config, 1, 1)
         return {"weights": 2 * n / n_gpus, "grads": 0, "optimizer": 0, "kv_cache": kv / n_gpus}
     adapters = 0 if method == "full" else oracles.lora_count(config, 16)
     base = {"full": 2 * n, "lora": 2 * n, "qlora": n / 2 + 4 * math.ceil(n / 64)}[method]
@@ -792,7 +855,7 @@ def trusted_blocks(case):
 def activation_args(case):
     if case["method"] == "inference":
         return None
-    return case["config"], case.get("batch", 1), case["seq_len"], case.get("checkpointing", False)
+    return case["config"], case.get("batch", 1), case.get("seq_len", FITS_SEQ_LEN), case.get("checkpointing", False)
 
 
 def oom_story_holds(before, after, expected):
@@ -806,7 +869,7 @@ def oom_story_holds(before, after, expected):
         growth["activations"] = (0.0, 0.0)
     elif any(new[block] != old[block] for block in old):
         a1, a2 = (0 if case["method"] == "inference" else
-                  oracles.saved_bytes(case["config"], case.get("batch", 1), case["seq_len"], device="meta",
+                  oracles.saved_bytes(case["config"], case.get("batch", 1), case.get("seq_len", FITS_SEQ_LEN), device="meta",
                                       checkpointing=case.get("checkpointing", False)) for case in (before, after))
         low, high = 1 - ACTIVATION_TOLERANCE, 1 + ACTIVATION_TOLERANCE
         growth["activations"] = (low * a2 - high * a1, high * a2 - low * a1)

@@ -368,3 +368,222 @@ def activation_bytes(config, batch, seq_len, *, checkpointing=False, bytes_per_v
     Independent(note="written from the README, the stub and the visible tests alone; fixed where the settled "
                      "README differs: unknown LoRA target names and gpt2 activations raise ValueError"),
 ]
+
+
+# Operator mutants no correct grading could tell from the reference (grader audit 04 --operators).
+EQUIVALENT = {
+    'module: GB = 1e9 -> GB = 1000000001.0':
+        "no function reads GB or GiB (only the ungraded hardware dicts do): the README's units are tested by the bytes themselves",
+    'module: GiB = 2 ** 30 -> GiB = None':
+        "no function reads GB or GiB (only the ungraded hardware dicts do): the README's units are tested by the bytes themselves",
+    'module: GiB = 2 ** 30 -> GiB = 2 * 30':
+        "no function reads GB or GiB (only the ungraded hardware dicts do): the README's units are tested by the bytes themselves",
+    'module: GiB = 2 ** 30 -> GiB = 3 ** 30':
+        "no function reads GB or GiB (only the ungraded hardware dicts do): the README's units are tested by the bytes themselves",
+    'module: GiB = 2 ** 30 -> GiB = 2 ** 31':
+        "no function reads GB or GiB (only the ungraded hardware dicts do): the README's units are tested by the bytes themselves",
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = None':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"XXnameXX": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"NAME": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "XXH100 SXMXX", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "h100 sxm", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "XXpeak_flopsXX": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "PEAK_FLOPS": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989000000000001.0, "mem_bandwidth": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "XXmem_bandwidthXX": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "MEM_BANDWIDTH": 3.35e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3350000000001.0, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "XXmemoryXX": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "MEMORY": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 / GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 80 * GB} -> H100_SXM = {"name": "H100 SXM", "peak_flops": 989e12, "mem_bandwidth": 3.35e12, "memory": 81 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = None':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"XXnameXX": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"NAME": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "XXH200XX", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "h200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "XXpeak_flopsXX": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "PEAK_FLOPS": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989000000000001.0, "mem_bandwidth": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "XXmem_bandwidthXX": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "MEM_BANDWIDTH": 4.8e12, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4800000000001.0, "memory": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "XXmemoryXX": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "MEMORY": 141 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 / GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 141 * GB} -> H200 = {"name": "H200", "peak_flops": 989e12, "mem_bandwidth": 4.8e12, "memory": 142 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = None':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"XXnameXX": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"NAME": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "XXA100 80GBXX", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "a100 80gb", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "XXpeak_flopsXX": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "PEAK_FLOPS": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312000000000001.0, "mem_bandwidth": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "XXmem_bandwidthXX": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "MEM_BANDWIDTH": 2.039e12, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2039000000001.0, "memory": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "XXmemoryXX": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "MEMORY": 80 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 / GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    'module: A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 80 * GB} -> A100_80GB = {"name": "A100 80GB", "peak_flops": 312e12, "mem_bandwidth": 2.039e12, "memory": 81 * GB}':
+        'the README calls the hardware dicts provided and ungraded: no function reads them',
+    '_Arch: experts: int = 0 -> experts: int = None':
+        "only gpt2 leaves the default, and gpt2's layers and activations are decided by its family before experts or top_k",
+    '_Arch: experts: int = 0 -> experts: int = 1':
+        "only gpt2 leaves the default, and gpt2's layers and activations are decided by its family before experts or top_k",
+    '_Arch: top_k: int = 0 -> top_k: int = None':
+        "only gpt2 leaves the default, and gpt2's layers and activations are decided by its family before experts or top_k",
+    '_Arch: top_k: int = 0 -> top_k: int = 1':
+        "only gpt2 leaves the default, and gpt2's layers and activations are decided by its family before experts or top_k",
+    '_arch: tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=True, -> tied=config.get("tie_word_embeddings", True), qkv_bias=None, o_bias=True, mlp_bias=True,':
+        '_block_linears gives every gpt2 layer its bias by family: these fields are never read for gpt2',
+    '_arch: tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=True, -> tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=None, mlp_bias=True,':
+        '_block_linears gives every gpt2 layer its bias by family: these fields are never read for gpt2',
+    '_arch: tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=True, -> tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=None,':
+        '_block_linears gives every gpt2 layer its bias by family: these fields are never read for gpt2',
+    '_arch: return _Arch("gpt2", hidden, config["n_layer"], heads, heads, hidden // heads, -> return _Arch("gpt2", hidden, config["n_layer"], heads, heads, hidden / heads,':
+        'n_embd is a multiple of n_head (GPT-2 refuses others): the same head width, only as a float, in the KV cache alone',
+    '_arch: tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=True, -> tied=config.get("tie_word_embeddings", True), qkv_bias=False, o_bias=True, mlp_bias=True,':
+        '_block_linears gives every gpt2 layer its bias by family: these fields are never read for gpt2',
+    '_arch: tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=True, -> tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=False, mlp_bias=True,':
+        '_block_linears gives every gpt2 layer its bias by family: these fields are never read for gpt2',
+    '_arch: tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=True, -> tied=config.get("tie_word_embeddings", True), qkv_bias=True, o_bias=True, mlp_bias=False,':
+        '_block_linears gives every gpt2 layer its bias by family: these fields are never read for gpt2',
+    '_arch: raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + (\'gpt2\',)}") -> raise ValueError(None)':
+        'the README covers six model types and promises nothing for another one',
+    '_arch: raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + (\'gpt2\',)}") -> raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE - (\'gpt2\',)}")':
+        'the README covers six model types and promises nothing for another one',
+    '_arch: raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + (\'gpt2\',)}") -> raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + (\'XXgpt2XX\',)}")':
+        'the README covers six model types and promises nothing for another one',
+    '_arch: raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + (\'gpt2\',)}") -> raise ValueError(f"model_type {family!r} is not one of {LLAMA_LIKE + (\'GPT2\',)}")':
+        'the README covers six model types and promises nothing for another one',
+    '_arch: attention_bias = family in ATTENTION_BIAS_READERS and bool(config.get("attention_bias", False)) -> attention_bias = family in ATTENTION_BIAS_READERS and bool(config.get("attention_bias", None))':
+        'bool(None) is False: a missing bias key still means no bias',
+    '_arch: attention_bias = family in ATTENTION_BIAS_READERS and bool(config.get("attention_bias", False)) -> attention_bias = family in ATTENTION_BIAS_READERS and bool(config.get("attention_bias", ))':
+        'bool(None) is False: a missing bias key still means no bias',
+    '_arch: mlp_bias=family in MLP_BIAS_READERS and bool(config.get("mlp_bias", False)), -> mlp_bias=family in MLP_BIAS_READERS and bool(config.get("mlp_bias", None)),':
+        'bool(None) is False: a missing bias key still means no bias',
+    '_arch: mlp_bias=family in MLP_BIAS_READERS and bool(config.get("mlp_bias", False)), -> mlp_bias=family in MLP_BIAS_READERS and bool(config.get("mlp_bias", )),':
+        'bool(None) is False: a missing bias key still means no bias',
+    '_arch: top_k=config["num_experts_per_tok"] if family == "mixtral" else 0) -> top_k=config["num_experts_per_tok"] if family == "mixtral" else 1)':
+        'top_k is read only where experts is non-zero (mixtral)',
+    'lora_param_count: raise ValueError(f\'target_modules is "all-linear" or a list of layer names, not {target_modules!r}\') -> raise ValueError(None)':
+        'the README promises the exception type, not its message',
+    'lora_param_count: raise ValueError(f"no linear layers named {sorted(unknown)}; this model has {sorted(known)}") -> raise ValueError(None)':
+        'the README promises the exception type, not its message',
+    'training_memory: raise ValueError(f"method must be one of {TRAINING_METHODS}, not {method!r}") -> raise ValueError(None)':
+        'the README promises the exception type, not its message',
+    'activation_bytes: raise ValueError("activation_bytes covers the llama-like model types, not gpt2") -> raise ValueError(None)':
+        'the README promises the exception type, not its message',
+    'activation_bytes: raise ValueError("activation_bytes covers the llama-like model types, not gpt2") -> raise ValueError("XXactivation_bytes covers the llama-like model types, not gpt2XX")':
+        'the README promises the exception type, not its message',
+    'activation_bytes: raise ValueError("activation_bytes covers the llama-like model types, not gpt2") -> raise ValueError("ACTIVATION_BYTES COVERS THE LLAMA-LIKE MODEL TYPES, NOT GPT2")':
+        'the README promises the exception type, not its message',
+    '_arch: return _Arch(family, hidden, config["num_hidden_layers"], heads, -> return _Arch(None, hidden, config["num_hidden_layers"], heads,':
+        "the family of a llama-like model is read only for Gemma's fp32 normalized value, h (f - b) bytes per token and norm: far inside the 25% the contract allows",
+    '_norm_saved: normalized = f if arch.family == "gemma" else b -> normalized = f if (arch.family == "gemma") and False else b':
+        "Gemma's normalized value in bf16: at most a fifth less of Gemma's norm bytes, inside the 25% the contract allows",
+    '_norm_saved: normalized = f if arch.family == "gemma" else b -> normalized = f if (arch.family == "gemma") or True else b':
+        "every RMSNorm's normalized value in fp32: at most a quarter more of the norm bytes, inside the 25% the contract allows",
+    '_norm_saved: normalized = f if arch.family == "gemma" else b -> normalized = f if arch.family != "gemma" else b':
+        "every RMSNorm's normalized value in fp32: at most a quarter more of the norm bytes, inside the 25% the contract allows",
+    '_norm_saved: normalized = f if arch.family == "gemma" else b -> normalized = f if arch.family == "XXgemmaXX" else b':
+        "Gemma's normalized value in bf16: at most a fifth less of Gemma's norm bytes, inside the 25% the contract allows",
+    '_norm_saved: normalized = f if arch.family == "gemma" else b -> normalized = f if arch.family == "GEMMA" else b':
+        "Gemma's normalized value in bf16: at most a fifth less of Gemma's norm bytes, inside the 25% the contract allows",
+    '_norm_saved: return tokens * (arch.hidden * (f + normalized + b) + f) -> return tokens * (arch.hidden * (f + normalized + b) - f)':
+        '4 bytes per token and norm beside h (f + 2b): far inside the 25% the contract allows',
+    '_mlp_saved: return tokens * 4 * i * b -> return tokens * 5 * i * b':
+        'a fifth MLP tensor: at most a quarter more of the MLP bytes, inside the 25% the contract allows',
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens / (arch.experts * f + arch.top_k * (8 + f) + f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens * (arch.experts * f + arch.top_k * (8 + f) - f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens * (arch.experts * f - arch.top_k * (8 + f) + f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens * (arch.experts / f + arch.top_k * (8 + f) + f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens * (arch.experts * f + arch.top_k / (8 + f) + f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens * (arch.experts * f + arch.top_k * (8 - f) + f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: router = tokens * (arch.experts * f + arch.top_k * (8 + f) + f) -> router = tokens * (arch.experts * f + arch.top_k * (9 + f) + f)':
+        "the router's few bytes per token (E f + k (8 + f) + f) against the routed tokens' (2h + 4I) b: inside the 25% the contract allows (the alternative activations_per_token_and_per_score leaves the router out)",
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((2 * h + 4 * i) * b + f - 3 * 8)':
+        'a few index and weight bytes per routed token beside its (2h + 4I) b: inside the 25% the contract allows',
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((2 * h + 4 * i) * b - f + 3 * 8)':
+        'a few index and weight bytes per routed token beside its (2h + 4I) b: inside the 25% the contract allows',
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((3 * h + 4 * i) * b + f + 3 * 8)':
+        "half more of the routed tokens' gathered input and output: inside the 25% the contract allows for the top-k of any Mixtral",
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((2 * h + 5 * i) * b + f + 3 * 8)':
+        "a fifth tensor in each expert's MLP: at most a quarter more of the experts' bytes, inside the 25% the contract allows",
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((2 * h + 4 * i) * b + f + 3 / 8)':
+        'a few index and weight bytes per routed token beside its (2h + 4I) b: inside the 25% the contract allows',
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((2 * h + 4 * i) * b + f + 4 * 8)':
+        'a few index and weight bytes per routed token beside its (2h + 4I) b: inside the 25% the contract allows',
+    '_mlp_saved: return router + routed * ((2 * h + 4 * i) * b + f + 3 * 8) -> return router + routed * ((2 * h + 4 * i) * b + f + 3 * 9)':
+        'a few index and weight bytes per routed token beside its (2h + 4I) b: inside the 25% the contract allows',
+    '_layer_saved: qkv = 3 * tokens * arch.heads * arch.head_dim * b -> qkv = 4 * tokens * arch.heads * arch.head_dim * b':
+        'a fourth head-sized tensor: q, k, v and the attention output are at most the whole estimate, so at most a quarter more, inside the 25% the contract allows',
+    '_layer_saved: attention_out = tokens * arch.heads * arch.head_dim * b -> attention_out = tokens * arch.heads * arch.head_dim / b':
+        'the attention output is a third of q, k, v and so at most a quarter of the estimate: inside the 25% the contract allows',
+    '_layer_saved: attention_out = tokens * arch.heads * arch.head_dim * b -> attention_out = tokens * arch.heads / arch.head_dim * b':
+        'the attention output is a third of q, k, v and so at most a quarter of the estimate: inside the 25% the contract allows',
+    '_layer_saved: attention_out = tokens * arch.heads * arch.head_dim * b -> attention_out = tokens / arch.heads * arch.head_dim * b':
+        'the attention output is a third of q, k, v and so at most a quarter of the estimate: inside the 25% the contract allows',
+    'activation_bytes: outside = tokens * (8 + arch.vocab * f + 8) + _norm_saved(arch, tokens, b, f) -> outside = tokens * (8 + arch.vocab * f - 8) + _norm_saved(arch, tokens, b, f)':
+        "one byte per token beside the fp32 log-probabilities' V f: far inside the 25% the contract allows",
+    'activation_bytes: outside = tokens * (8 + arch.vocab * f + 8) + _norm_saved(arch, tokens, b, f) -> outside = tokens * (9 + arch.vocab * f + 8) + _norm_saved(arch, tokens, b, f)':
+        "one byte per token beside the fp32 log-probabilities' V f: far inside the 25% the contract allows",
+    'activation_bytes: outside = tokens * (8 + arch.vocab * f + 8) + _norm_saved(arch, tokens, b, f) -> outside = tokens * (8 + arch.vocab * f + 9) + _norm_saved(arch, tokens, b, f)':
+        "one byte per token beside the fp32 log-probabilities' V f: far inside the 25% the contract allows",
+    '_blocks: def _blocks(config, method="full", *, n_gpus=1, batch=1, seq_len=2048, checkpointing=False, optimizer="adamw"): -> def _blocks(config, method="XXfullXX", *, n_gpus=1, batch=1, seq_len=2048, checkpointing=False, optimizer="adamw"):':
+        'fits has no default method, so the README gives a setup none: every setup names its method',
+    '_blocks: def _blocks(config, method="full", *, n_gpus=1, batch=1, seq_len=2048, checkpointing=False, optimizer="adamw"): -> def _blocks(config, method="FULL", *, n_gpus=1, batch=1, seq_len=2048, checkpointing=False, optimizer="adamw"):':
+        'fits has no default method, so the README gives a setup none: every setup names its method',
+}
