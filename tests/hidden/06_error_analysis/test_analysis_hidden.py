@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from grader.course import COURSE
+from grader.session.submission import StudentError
 from grader.suite.checks import shown, sibling_module
 from grader.suite.learner_files import learner_file, learner_path
 from grader.suite.plot_reading import FigureUnreadable, read_figure
@@ -38,6 +39,10 @@ TABLE = ["n", "accuracy", "accuracy_base", "delta"]
 NORMALIZATIONS = [(), ("strip",), ("strip", "backticks"), ("backticks", "strip"), ("strip", "lower"),
                   ("lower", "backticks", "strip"), ("strip", "backticks", "lower")]
 
+# The orders of the three steps that undo every surface runs.SURFACES writes (strip before backticks: " `x` ").
+UNDO_ALL = [("strip", "backticks", "lower"), ("strip", "lower", "backticks"), ("lower", "strip", "backticks")]
+UNKNOWN_STEPS = ["casefold", "upper", "Strip", "backtick", "whitespace", "quotes"]
+
 EXACT_MATCH = "Exact match"            # the README sections the tests are about
 PAIRING = "Pairing by id"
 CHANGES = "Lost and gained"
@@ -57,6 +62,21 @@ def call(submission, function, keep, *args, **kwargs):
 
 def rows_of(submission, function, keep, *args, **kwargs):
     return probes.table_rows(call(submission, function, keep, *args, **kwargs), f"{function}()", keep)
+
+
+def raised(submission, function, *args, **kwargs):
+    """The name of the exception submission.<function>(*args, **kwargs) raised, or None when it returned."""
+    try:
+        call(submission, function, [], *args, **kwargs)
+    except StudentError as exc:
+        if exc.not_implemented:
+            raise
+        return exc.info["type"]
+    return None
+
+
+def undo_all(rng):
+    return UNDO_ALL[int(rng.integers(len(UNDO_ALL)))]
 
 
 def is_null(value) -> bool:
@@ -108,11 +128,11 @@ def correct_by_id(rows, what, column="correct"):
 
 # ---------------------------------------------------------------- exact match
 
-def first_difference(got: dict, expected: dict, known: pd.DataFrame, pred="pred"):
+def first_difference(got: dict, expected: dict, known: pd.DataFrame, pred="pred", column="correct"):
     for qid, want in expected.items():
         if got.get(qid) != want:
             row = known.set_index("id").loc[qid]
-            return f"question {qid!r} (gold {row['gold']!r}, answer {row[pred]!r}): correct is {got.get(qid)!r}, " \
+            return f"question {qid!r} (gold {row['gold']!r}, answer {row[pred]!r}): {column} is {got.get(qid)!r}, " \
                    f"expected {want}"
     return None
 
@@ -199,12 +219,60 @@ def test_each_model_reads_its_own_column(submission, rng, tmp_path):
         assert difference is None, f"{what} reads pred_{model}: {difference}"
 
 
+# Answers that only the table's string methods judge right: code beginning with "x" written in capitals (a capital X
+# once "backticks" has run), a capital sharp s and a Kelvin sign that str.lower turns into "ß" and "k" (str.upper
+# does not), a final sigma that str.lower keeps apart from σ (str.upper and casefold do not); and wrong ones, right
+# answers in quotes, which no step removes. Each kind: its gold answers, and how its answer is written from the gold.
+EDGE_ANSWERS = {"capitals": ([c for c in runs.CODE if c.startswith("x")], str.upper),
+                "backticked_capitals": ([c for c in runs.CODE if c.startswith("x")], lambda gold: f"`{gold.upper()}`"),
+                "quoted": (runs.CODE, lambda gold: f"'{gold}'"),
+                "double_quoted": (runs.NAMES, lambda gold: f'"{gold}"'),
+                "capital_sharp_s": (["Straße", "Gauß", "Weißbier"], lambda gold: gold.replace("ß", "ẞ").upper()),
+                "kelvin_sign": (["Kelvin", "Knuth", "Kafka"], lambda gold: "\u212a" + gold[1:].upper()),
+                "final_sigma": (["λογος", "κοσμος", "νομος"], lambda gold: gold[:-1] + "σ")}
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(EXACT_MATCH)
+def test_each_step_is_the_string_method_the_table_names(submission, rng, tmp_path):
+    """capitals beginning with X, answers in quotes, a capital sharp s, a Kelvin sign, a final sigma: "backticks"
+    removes backticks and nothing else, "lower" is str.lower (neither upper nor casefold)"""
+    n = int(rng.integers(2, 4)) * len(EDGE_ANSWERS)
+    table = runs.questions(rng, [runs.Cell("code", runs.SHORT, both=n)])
+    kinds = [list(EDGE_ANSWERS)[k] for k in rng.permutation(np.arange(n) % len(EDGE_ANSWERS))]
+    table["gold"] = [str(rng.choice(EDGE_ANSWERS[kind][0])) for kind in kinds]
+    pred_new = [EDGE_ANSWERS[kind][1](gold) for kind, gold in zip(kinds, table["gold"])]
+    new_path, _ = runs.write_runs(tmp_path, rng, table, pred_new, list(table["gold"]))
+    for normalize in (("strip", "backticks", "lower"), ("backticks", "lower")):
+        oracle = runs.truth(table, pred_new, list(table["gold"]), normalize)
+        rows = rows_of(submission, "load_results", ["id", "correct"], new_path, "new", normalize)
+        what = f"load_results(path, 'new', normalize={normalize})"
+        difference = first_difference(correct_by_id(rows, what), dict(zip(oracle["id"], oracle["correct"])), oracle)
+        assert difference is None, f"{what}: {difference} (each step is the str method of the table: .str.strip('`') " \
+                                   "removes backticks only, .str.lower() lowers)"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(EXACT_MATCH)
+def test_an_unknown_step_raises_value_error(submission, rng, tmp_path):
+    """a normalisation step that is not in the table, alone or among known ones, raises ValueError"""
+    (new_path, _), _ = runs.planted_run(tmp_path, rng, runs.random_cells(rng, sizes=(3, 10)))
+    unknown = str(rng.choice(UNKNOWN_STEPS))
+    known = [str(step) for step in rng.permutation(["strip", "backticks", "lower"])][:int(rng.integers(1, 3))]
+    mixed = tuple(known[:1] + [unknown] + known[1:]) if rng.random() < 0.5 else (*known, unknown)
+    for normalize in ((unknown,), mixed):
+        got = raised(submission, "load_results", new_path, "new", normalize)
+        assert got == "ValueError", f"load_results(path, 'new', normalize={normalize}): {unknown!r} is not a step of " \
+                                    "the table; expected a ValueError, " + ("got a result" if got is None else f"got {got}")
+
+
 # ---------------------------------------------------------------- pairing by id
 
 @pytest.mark.points(2)
 @pytest.mark.concept(PAIRING)
 def test_paired_pairs_the_runs_by_id(submission, rng, tmp_path):
-    """two files listing the questions in different orders: one row per question, correct and correct_base by id"""
+    """two files listing the questions in different orders: one row per question, correct and correct_base by id,
+    both runs normalised alike"""
     (new_path, base_path), known = runs.planted_run(tmp_path, rng, runs.random_cells(rng))
     rows = rows_of(submission, "paired", ["id", "correct", "correct_base"], new_path, base_path)
     assert len(rows) == len(known), \
@@ -221,6 +289,16 @@ def test_paired_pairs_the_runs_by_id(submission, rng, tmp_path):
     assert not wrong, f"paired: {len(wrong)} of {len(known)} questions are paired with another question's answers, e.g. " \
                       f"{wrong[0]!r}: (correct, correct_base) is {got[wrong[0]]}, expected {expected[wrong[0]]} " \
                       "(pair on id, not by position)"
+    # both runs written with whitespace, backticks and capitals: normalize applies to the baseline's answers too
+    normalize = undo_all(rng)
+    (new_path, base_path), known = runs.planted_run(tmp_path / "normalised", rng, runs.random_cells(rng),
+                                                    surfaces=list(runs.SURFACES), normalize=normalize)
+    rows = rows_of(submission, "paired", ["id", "correct", "correct_base"], new_path, base_path, normalize)
+    what = f"paired(new, base, normalize={normalize})"
+    for column, pred in (("correct", "pred"), ("correct_base", "pred_base")):
+        difference = first_difference(correct_by_id(rows, what, column), dict(zip(known["id"], known[column])), known,
+                                      pred, column)
+        assert difference is None, f"{what}: {difference} (both runs use the same normalize)"
 
 
 @pytest.mark.points(1)
@@ -298,11 +376,14 @@ def test_accuracy_by_category_against_pandas(submission, rng, tmp_path):
 @pytest.mark.points(2)
 @pytest.mark.concept(GROUPS)
 def test_accuracy_by_two_columns(submission, rng, tmp_path):
-    """grouping by a list of columns, one of them a question column the README never names"""
-    (new_path, base_path), known = runs.planted_run(tmp_path, rng, runs.random_cells(rng))
+    """grouping by a list of columns, one of them a question column the README never names; answers that need the
+    drawn normalisation"""
+    normalize = undo_all(rng)
+    (new_path, base_path), known = runs.planted_run(tmp_path, rng, runs.random_cells(rng), surfaces=list(runs.SURFACES),
+                                                    normalize=normalize)
     by = ["source", "category"] if rng.random() < 0.5 else ["category", "source"]
-    rows = rows_of(submission, "accuracy_by", [*by, *TABLE], new_path, base_path, by)
-    assert_rows_match(rows, summary(known.groupby(by)), by, f"accuracy_by(new, base, {by})")
+    rows = rows_of(submission, "accuracy_by", [*by, *TABLE], new_path, base_path, by, normalize)
+    assert_rows_match(rows, summary(known.groupby(by)), by, f"accuracy_by(new, base, {by}, normalize={normalize})")
 
 
 @pytest.mark.points(1)
@@ -319,19 +400,24 @@ def test_n_counts_unanswered_questions(submission, rng, tmp_path):
 @pytest.mark.points(1)
 @pytest.mark.concept(GROUPS)
 def test_overall_weighs_every_question_the_same(submission, rng, tmp_path):
-    """categories of very different sizes and accuracies: the overall accuracy is over questions, not categories"""
+    """categories of very different sizes and accuracies: the overall accuracy is over questions, not categories;
+    by default and, on answers that need it, with a drawn normalisation"""
     big, small = (str(c) for c in rng.choice(runs.CATEGORIES, size=2, replace=False))
     cells = [runs.Cell(big, runs.SHORT, both=int(rng.integers(150, 200)), lost=10, gained=30, neither=10),
              runs.Cell(small, runs.LONG, both=2, lost=6, gained=1, neither=int(rng.integers(8, 12)))]
-    (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells)
-    got = call(submission, "overall", TABLE, new_path, base_path)
-    assert isinstance(got, dict) and set(TABLE) <= set(got), f"overall returned {shown(got, 80)}, expected a dict of {TABLE}"
-    expected = {"n": len(known), "accuracy": float(known["correct"].mean()),
-                "accuracy_base": float(known["correct_base"].mean())}
-    expected["delta"] = expected["accuracy"] - expected["accuracy_base"]
-    for key, value in expected.items():
-        assert same(got[key], value), f"overall: {key} is {got[key]!r}, expected {value!r} (every question weighs the " \
-                                      "same: not the mean of the categories' accuracies)"
+    normalize = undo_all(rng)
+    plain = runs.planted_run(tmp_path, rng, cells)
+    written = runs.planted_run(tmp_path / "normalised", rng, cells, surfaces=list(runs.SURFACES), normalize=normalize)
+    for ((new_path, base_path), known), args in ((plain, ()), (written, (normalize,))):
+        expected = {"n": len(known), "accuracy": float(known["correct"].mean()),
+                    "accuracy_base": float(known["correct_base"].mean())}
+        expected["delta"] = expected["accuracy"] - expected["accuracy_base"]
+        got = call(submission, "overall", TABLE, new_path, base_path, *args)
+        what = "overall(new, base" + "".join(f", normalize={a}" for a in args) + ")"
+        assert isinstance(got, dict) and set(TABLE) <= set(got), f"{what} returned {shown(got, 80)}, expected a dict of {TABLE}"
+        for key, value in expected.items():
+            assert same(got[key], value), f"{what}: {key} is {got[key]!r}, expected {value!r} (every question weighs " \
+                                          "the same: not the mean of the categories' accuracies)"
 
 
 # ---------------------------------------------------------------- length buckets
@@ -359,12 +445,12 @@ def bucket_oracle(known, edges, by):
     return table.assign(low=intervals.left, high=intervals.right)
 
 
-def run_with_edges(tmp_path, rng, cells, n_buckets):
+def run_with_edges(tmp_path, rng, cells, n_buckets, surfaces=("plain", "spaces"), normalize=("strip",)):
     table = runs.questions(rng, cells)
     edges, table = drawn_edges(rng, table, n_buckets)
-    pred_new, pred_base = runs.answers(rng, table, "right_new"), runs.answers(rng, table, "right_base")
+    pred_new, pred_base = runs.answers(rng, table, "right_new", surfaces), runs.answers(rng, table, "right_base", surfaces)
     paths = runs.write_runs(tmp_path, rng, table, pred_new, pred_base)
-    return paths, edges, runs.truth(table, pred_new, pred_base)
+    return paths, edges, runs.truth(table, pred_new, pred_base, normalize)
 
 
 @pytest.mark.points(2)
@@ -388,15 +474,38 @@ def test_buckets_are_right_closed_and_empty_ones_listed(submission, rng, tmp_pat
 @pytest.mark.points(2)
 @pytest.mark.concept(BUCKETS)
 def test_buckets_cross_every_group(submission, rng, tmp_path):
-    """by a column: every group present crossed with every bucket, the empty slices included"""
+    """by a column, named alone or in a list: every group present crossed with every bucket, the empty slices
+    included; answers that need the drawn normalisation"""
     cells = runs.random_cells(rng)
-    (new_path, base_path), edges, known = run_with_edges(tmp_path, rng, cells, int(rng.integers(3, 5)))
-    rows = rows_of(submission, "accuracy_by_length", ["category", "low", *TABLE], new_path, base_path, edges,
-                   by="category")
+    normalize = undo_all(rng)
+    (new_path, base_path), edges, known = run_with_edges(tmp_path, rng, cells, int(rng.integers(3, 5)),
+                                                         list(runs.SURFACES), normalize)
     expected = bucket_oracle(known, edges, ["category"])
     assert (expected["n"] == 0).any()
-    assert_rows_match(rows, expected, ["category", "low"], f"accuracy_by_length(edges={edges}, by='category')")
+    for by in ("category", ["category"]):           # a column name or a list of names, alike
+        rows = rows_of(submission, "accuracy_by_length", ["category", "low", *TABLE], new_path, base_path, edges,
+                       by=by, normalize=normalize)
+        assert_rows_match(rows, expected, ["category", "low"],
+                          f"accuracy_by_length(edges={edges}, by={by!r}, normalize={normalize})")
 
+
+@pytest.mark.points(1)
+@pytest.mark.concept(BUCKETS)
+def test_buckets_cross_only_the_groups_present(submission, rng, tmp_path):
+    """by two columns: a row for every combination of their values present in the data and every bucket, and none
+    for a combination the data does not hold (not the cross product of each column's values)"""
+    table = runs.questions(rng, runs.random_cells(rng, sizes=(6, 30)))
+    edges, table = drawn_edges(rng, table, int(rng.integers(3, 5)))
+    lonely = str(rng.choice(sorted(set(table["category"]))))
+    table.loc[table["category"] == lonely, "source"] = runs.SOURCES[0]     # (lonely, any other source) is not in the data
+    pred_new, pred_base = runs.answers(rng, table, "right_new"), runs.answers(rng, table, "right_base")
+    new_path, base_path = runs.write_runs(tmp_path, rng, table, pred_new, pred_base)
+    known = runs.truth(table, pred_new, pred_base)
+    assert (known["source"] != runs.SOURCES[0]).any()          # another source is in the data, not with `lonely`
+    by = ["category", "source"] if rng.random() < 0.5 else ["source", "category"]
+    expected = bucket_oracle(known, edges, by).merge(known[by].drop_duplicates(), on=by)     # present groups only
+    rows = rows_of(submission, "accuracy_by_length", [*by, "low", *TABLE], new_path, base_path, edges, by=by)
+    assert_rows_match(rows, expected, [*by, "low"], f"accuracy_by_length(edges={edges}, by={by})")
 
 # ---------------------------------------------------------------- the slice the average hides
 
@@ -418,7 +527,7 @@ def slice_cells(rng, names, min_count, deltas):
 @pytest.mark.concept(SLICE)
 def test_largest_drop_finds_the_planted_collapse(submission, rng, tmp_path):
     """a collapse in one slice of a category whose other slices improve, a tiny slice losing everything, slices
-    of many sizes around them"""
+    of many sizes around them; answers that need the drawn normalisation"""
     min_count = int(rng.integers(15, 30))
     names = [str(c) for c in rng.choice(runs.CATEGORIES, size=4, replace=False)]
     layout = [(names[0], runs.SHORT), (names[0], runs.LONG), (names[1], runs.SHORT), (names[1], runs.MEDIUM),
@@ -426,11 +535,12 @@ def test_largest_drop_finds_the_planted_collapse(submission, rng, tmp_path):
     deltas = [0.2, -0.4, 0.05, -0.1, -0.05, 0.1]
     cells = slice_cells(rng, layout, min_count, deltas)
     cells.append(runs.Cell(names[3], runs.LONG, lost=int(rng.integers(2, min_count // 2))))     # all lost, too few
-    (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells)
+    normalize = undo_all(rng)
+    (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells, surfaces=list(runs.SURFACES), normalize=normalize)
     edges = [0, runs.SHORT[1], runs.MEDIUM[1], runs.LONG[1]]
     keep = ["category", "low", "high", *TABLE]
-    got = probes.one_row(call(submission, "largest_drop", keep, new_path, base_path, edges, min_count=min_count),
-                         "largest_drop", keep)
+    got = probes.one_row(call(submission, "largest_drop", keep, new_path, base_path, edges, min_count=min_count,
+                              normalize=normalize), "largest_drop", keep)
     where = (got["category"], got["low"], got["high"])
     if where == (names[3], runs.MEDIUM[1], runs.LONG[1]):
         pytest.fail(f"largest_drop(min_count={min_count}) returned a slice of {got['n']} questions: slices with fewer "
@@ -441,6 +551,31 @@ def test_largest_drop_finds_the_planted_collapse(submission, rng, tmp_path):
     expected = bucket_oracle(known, edges, ["category"]).set_index(["category", "low"]).loc[(names[0], runs.MEDIUM[1])]
     for column in TABLE:
         assert same(got[column], expected[column]), f"largest_drop: {column} is {got[column]!r}, expected {expected[column]!r}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept(SLICE)
+def test_largest_drop_counts_a_slice_of_exactly_min_count(submission, rng, tmp_path):
+    """a slice of exactly min_count questions is a candidate: 30 when min_count is left out, a drawn count when it is
+    given; a larger drop one question short of min_count is not"""
+    exact, short, over = (str(c) for c in rng.choice(runs.CATEGORIES, size=3, replace=False))
+    count = int(rng.integers(31, 46))
+    lost = int(rng.integers(10, 14))
+    cells = [runs.Cell(exact, runs.LONG, both=8, lost=lost, neither=30 - 8 - lost),             # 30 questions
+             runs.Cell(short, runs.SHORT, both=5, lost=18, neither=6),                          # 29, a larger drop
+             runs.Cell(over, runs.MEDIUM, both=count // 2, lost=3, neither=count - count // 2 - 3)]
+    (new_path, base_path), _ = runs.planted_run(tmp_path, rng, cells)
+    edges, keep = [0, runs.SHORT[1], runs.MEDIUM[1], runs.LONG[1]], ["category", "low", "high", *TABLE]
+    for kwargs, name, low in (({}, exact, runs.MEDIUM[1]), ({"min_count": count}, over, runs.SHORT[1])):
+        what = f"largest_drop({', '.join(f'{k}={v}' for k, v in kwargs.items()) or 'min_count left out'})"
+        got = call(submission, "largest_drop", keep, new_path, base_path, edges, **kwargs)
+        assert got is not None, f"{what} returned None; a slice of exactly {kwargs.get('min_count', 30)} questions " \
+                                "drops (n >= min_count counts it)"
+        got = probes.one_row(got, "largest_drop", keep)
+        assert (got["category"], got["low"]) == (name, low), \
+            f"{what} returned the slice {got['category']!r} ({got['low']}, {got['high']}] of {got['n']} questions, " \
+            f"expected {name!r} ({low}, ...]: slices of at least min_count questions (n >= min_count, 30 by " \
+            "default) are candidates, smaller ones are not"
 
 
 @pytest.mark.points(1)
@@ -480,8 +615,8 @@ def test_largest_drop_is_none_when_nothing_drops(submission, rng, tmp_path):
 
 # ---------------------------------------------------------------- is the difference real?
 
-def bootstrap_oracle(known, where, n_resamples, alpha, seed):
-    """README's recipe, step by step, on the oracle's table."""
+def differences(known, where):
+    """The questions `where` selects, sorted by id: correct - correct_base of each."""
     chosen = known
     if "categories" in where:
         chosen = chosen[chosen["category"].isin(where["categories"])]
@@ -490,14 +625,30 @@ def bootstrap_oracle(known, where, n_resamples, alpha, seed):
     if "max_prompt_tokens" in where:
         chosen = chosen[chosen["prompt_tokens"] <= where["max_prompt_tokens"]]
     chosen = chosen.sort_values("id")
-    d = chosen["correct"].to_numpy(dtype=int) - chosen["correct_base"].to_numpy(dtype=int)
+    return chosen["correct"].to_numpy(dtype=int) - chosen["correct_base"].to_numpy(dtype=int)
+
+
+def bootstrap_oracle(known, where, n_resamples, alpha, seed):
+    """README's recipe, step by step, on the oracle's table."""
+    d = differences(known, where)
     indices = np.random.default_rng(seed).integers(0, len(d), size=(n_resamples, len(d)))
     low, high = np.quantile(d[indices].mean(axis=1), [alpha / 2, 1 - alpha / 2])
     return {"n": len(d), "delta": float(d.mean()), "low": float(low), "high": float(high),
             "significant": bool(low > 0 or high < 0)}
 
 
+def alpha_between_means(known, rng):
+    """An alpha whose lower quantile of the default resamples (10,000, seed 0) of every question falls halfway between
+    two different resample means: there one resample more or fewer moves the interval's low end."""
+    d = differences(known, {})
+    means = np.sort(d[np.random.default_rng(0).integers(0, len(d), size=(DEFAULT_RESAMPLES, len(d)))].mean(axis=1))
+    steps = np.flatnonzero(np.diff(means[:DEFAULT_RESAMPLES // 4]) > 0)      # means[i] < means[i + 1], lower tail
+    assert len(steps), "the generated run has no spread of resample means"
+    return 2 * (int(rng.choice(steps)) + 0.5) / (DEFAULT_RESAMPLES - 1)    # np.quantile's position: i + 0.5
+
+
 BOOT = ["n", "delta", "low", "high", "significant"]
+DEFAULT_RESAMPLES = 10_000          # paired_bootstrap's n_resamples, as the README writes its signature
 
 
 def check_bootstrap(got, expected, what):
@@ -517,9 +668,11 @@ def check_bootstrap(got, expected, what):
 @pytest.mark.points(2)
 @pytest.mark.concept(BOOTSTRAP)
 def test_bootstrap_follows_the_recipe(submission, rng, tmp_path):
-    """drawn filters, seeds, resample counts and alphas against the recipe"""
+    """drawn filters, seeds, resample counts, alphas and normalisations against the recipe; the default resample
+    count and seed"""
     cells = runs.random_cells(rng, sizes=(10, 40))
-    (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells)
+    normalize = undo_all(rng)
+    (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells, surfaces=list(runs.SURFACES), normalize=normalize)
     categories = sorted(set(known["category"]))
     filters = [{}, {"categories": [str(c) for c in rng.choice(categories, size=2, replace=False)]},
                {"min_prompt_tokens": int(rng.integers(300, 3000))},
@@ -529,32 +682,47 @@ def test_bootstrap_follows_the_recipe(submission, rng, tmp_path):
             continue
         n_resamples, alpha = int(rng.integers(300, 2000)), float(rng.choice([0.05, 0.1, 0.2]))
         seed = int(rng.integers(0, 10 ** 6))
+        expected = bootstrap_oracle(known, where, n_resamples, alpha, seed)
         got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, where or None, n_resamples=n_resamples,
-                   alpha=alpha, seed=seed)
-        check_bootstrap(got, bootstrap_oracle(known, where, n_resamples, alpha, seed),
-                        f"paired_bootstrap(where={where or None}, n_resamples={n_resamples}, alpha={alpha}, seed={seed})")
+                   alpha=alpha, seed=seed, normalize=normalize)
+        check_bootstrap(got, expected, f"paired_bootstrap(where={where or None}, n_resamples={n_resamples}, alpha={alpha}, "
+                                       f"seed={seed}, normalize={normalize})")
+    # n_resamples and seed left to their defaults, at an alpha where one resample more or fewer shows
+    alpha = alpha_between_means(known, rng)
+    expected = bootstrap_oracle(known, {}, DEFAULT_RESAMPLES, alpha, 0)
+    got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, alpha=alpha, normalize=normalize)
+    check_bootstrap(got, expected, f"paired_bootstrap(alpha={alpha}, normalize={normalize}) with n_resamples and seed "
+                                   f"left to their defaults ({DEFAULT_RESAMPLES:_} and 0)")
 
 
 @pytest.mark.points(2)
 @pytest.mark.concept(BOOTSTRAP)
 def test_bootstrap_reads_a_collapse_as_real_and_a_control_as_noise(submission, rng, tmp_path):
-    """a planted collapse and a planted gain are significant, a planted control (two questions' difference) is not"""
-    collapse, gain, control, *others = (str(c) for c in rng.choice(runs.CATEGORIES, size=5, replace=False))
-    n = int(rng.integers(60, 90))
+    """a planted collapse and a planted gain are significant, a planted control (two questions' difference) is not,
+    nor is a single question gained or lost, whose interval ends exactly at 0 (the defaults: 10,000 resamples,
+    alpha 0.05, seed 0)"""
+    collapse, gain, control, touch_gain, touch_loss, *others = \
+        (str(c) for c in rng.choice(runs.CATEGORIES, size=7, replace=False))
+    n, m = int(rng.integers(60, 90)), int(rng.integers(20, 40))
     cells = [runs.Cell(collapse, runs.LONG, both=n // 3, lost=n // 3, gained=2, neither=n - 2 * (n // 3) - 2),
              runs.Cell(gain, runs.LONG, both=n // 3, lost=2, gained=n // 3, neither=n - 2 * (n // 3) - 2),
              runs.Cell(control, runs.LONG, both=n // 2, lost=4, gained=6, neither=n - n // 2 - 10),
+             # one question of m apart: a third of the resamples miss it, so one end of the interval is exactly 0
+             runs.Cell(touch_gain, runs.LONG, both=m // 2, gained=1, neither=m - m // 2 - 1),
+             runs.Cell(touch_loss, runs.LONG, both=m // 2, lost=1, neither=m - m // 2 - 1),
              *runs.random_cells(rng, categories=others)]
     (new_path, base_path), known = runs.planted_run(tmp_path, rng, cells)
-    for name, significant in ((collapse, True), (gain, True), (control, False)):
+    for name, significant, end in ((collapse, True, None), (gain, True, None), (control, False, None),
+                                   (touch_gain, False, "low"), (touch_loss, False, "high")):
         where = {"categories": [name], "min_prompt_tokens": runs.LONG[0]}
-        expected = bootstrap_oracle(known, where, 2000, 0.05, 0)
-        assert expected["significant"] is significant
-        got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, where, n_resamples=2000)
+        expected = bootstrap_oracle(known, where, DEFAULT_RESAMPLES, 0.05, 0)
+        assert expected["significant"] is significant and (end is None or expected[end] == 0)
+        got = call(submission, "paired_bootstrap", BOOT, new_path, base_path, where)
+        touching = f"; the interval's {end} is 0: it contains 0 (low > 0 or high < 0)" if end else ""
         assert isinstance(got, dict) and got.get("significant") is significant, \
             f"paired_bootstrap(where={where}): significant is {got.get('significant') if isinstance(got, dict) else got!r}, " \
-            f"expected {significant} (delta {expected['delta']:.3f} on {expected['n']} questions)"
-        check_bootstrap(got, expected, f"paired_bootstrap(where={where}, n_resamples=2000)")
+            f"expected {significant} (delta {expected['delta']:.3f} on {expected['n']} questions{touching})"
+        check_bootstrap(got, expected, f"paired_bootstrap(where={where}) with the default n_resamples, alpha and seed")
 
 
 @pytest.mark.points(1)
@@ -670,9 +838,11 @@ def test_loss_curve_is_an_svg_in_out_dir(submission, rng, tmp_path):
 @pytest.mark.points(2)
 @pytest.mark.concept(LOSS_CURVE)
 def test_loss_curve_draws_every_logged_point_on_log_steps(submission, rng, tmp_path):
-    """a log step axis and one line through every logged (step, loss), for drawn run lengths and logging intervals"""
+    """a log step axis and one line through every logged (step, loss), for drawn run lengths and logging intervals,
+    saved into an out_dir that already exists"""
     (log,), steps, losses = drawn_logs(tmp_path / "run", rng, 1)
     out_dir = tmp_path / "figures"
+    out_dir.mkdir()
     axes = read_axes(submission.plot_loss_curve(log, str(out_dir)), out_dir, "plot_loss_curve")
     assert axes.lines_following(steps, losses[0], PIXELS), \
         f"plot_loss_curve: none of the {len(axes.lines)} line(s) draws the logged loss against the step " \
@@ -684,9 +854,11 @@ def test_loss_curve_draws_every_logged_point_on_log_steps(submission, rng, tmp_p
 @pytest.mark.points(2)
 @pytest.mark.concept(SEEDS)
 def test_seed_band_draws_the_mean_and_the_full_range(submission, rng, tmp_path):
-    """three to five seeds: a line at their mean, a band from the lowest to the highest seed at every step"""
+    """three to five seeds: a line at their mean, a band from the lowest to the highest seed at every step, saved
+    into an out_dir that already exists"""
     paths, steps, losses = drawn_logs(tmp_path / "runs", rng, int(rng.integers(3, 6)))
     out_dir = tmp_path / "figures"
+    out_dir.mkdir()
     axes = read_axes(submission.plot_seed_band(paths, str(out_dir)), out_dir, "plot_seed_band")
     assert axes.lines_following(steps, losses.mean(axis=0), PIXELS), \
         f"plot_seed_band: no line draws the mean over the {len(paths)} seeds at each step"

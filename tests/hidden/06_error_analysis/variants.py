@@ -91,6 +91,23 @@ def accuracy_by_length(new_path, base_path, edges, by=None, normalize=("strip",)
            edits={"summary = _summary(table.groupby([*_names(by), bucket], observed=False)).reset_index()":
                   "summary = _summary(table.groupby([bucket], observed=False)).reset_index()",
                   "    position = len(_names(by))\n": "    position = 0\n"}),
+    Mutant("buckets_cross_every_column", rule="buckets.groups",
+           note="by two columns: the product of each column's values, so a combination absent from the data gets rows",
+           functions={"accuracy_by_length": '''
+def accuracy_by_length(new_path, base_path, edges, by=None, normalize=("strip",)):
+    table = paired(new_path, base_path, normalize)
+    edges, names = np.asarray(edges), _names(by)
+    table["bucket"] = np.searchsorted(edges, table["prompt_tokens"].to_numpy(), side="left") - 1
+    summary = _summary(table.groupby([*names, "bucket"]))
+    groups = [sorted(table[name].unique()) for name in names]
+    full = pd.MultiIndex.from_product([*groups, range(len(edges) - 1)], names=[*names, "bucket"]) if names \\
+        else pd.RangeIndex(len(edges) - 1, name="bucket")
+    summary = summary.reindex(full)
+    summary["n"] = summary["n"].fillna(0).astype(int)
+    summary = summary.reset_index()
+    summary["low"], summary["high"] = edges[summary["bucket"]], edges[summary["bucket"] + 1]
+    return summary.drop(columns="bucket")
+'''}),
     # ------------------------------------------------------------ the slice the average hides
     Mutant("largest_drop_without_min_count", rule="drop.min_count", note="every slice is a candidate",
            edits={'candidates = slices[(slices["n"] >= min_count) & (slices["delta"] < 0)]':
@@ -414,9 +431,11 @@ def accuracy_by_length(new_path, base_path, edges, by=None, normalize=("strip",)
     edges, names = np.asarray(edges), _names(by)
     table["bucket"] = np.searchsorted(edges, table["prompt_tokens"].to_numpy(), side="left") - 1
     summary = _summary(table.groupby([*names, "bucket"]))
-    groups = [sorted(table[name].unique()) for name in names]
-    full = pd.MultiIndex.from_product([*groups, range(len(edges) - 1)], names=[*names, "bucket"]) if names \
-        else pd.RangeIndex(len(edges) - 1, name="bucket")
+    if names:       # the combinations of the by columns present in the data, each crossed with every bucket
+        grid = table[names].drop_duplicates().merge(pd.DataFrame({"bucket": range(len(edges) - 1)}), how="cross")
+        full = pd.MultiIndex.from_frame(grid.sort_values([*names, "bucket"]))
+    else:
+        full = pd.RangeIndex(len(edges) - 1, name="bucket")
     summary = summary.reindex(full)
     summary["n"] = summary["n"].fillna(0).astype(int)
     summary = summary.reset_index()
@@ -463,8 +482,8 @@ ALTERNATIVES = [
                        "# ---------------------------------------------------------------- helpers\n": POLARS_HELPERS},
                 functions=POLARS_FUNCTIONS),
     Alternative("pandas_other_style",
-                note="pop and drop by a column mask, a join on an id index, boolean masks, searchsorted and a reindex on the full "
-                     "product, a stable sort for ties, a Series for overall, matplotlib's object API",
+                note="pop and drop by a column mask, a join on an id index, boolean masks, searchsorted and a reindex on the "
+                     "present groups crossed with the buckets, a stable sort for ties, a Series for overall, matplotlib's object API",
                 edits={"# ---------------------------------------------------------------- helpers\n": STEP_HELPERS},
                 functions=PANDAS_STYLE),
     Alternative("plain_records", note="tables returned as lists of row dicts (read back with pd.DataFrame), a row as a dict",
@@ -553,3 +572,110 @@ INDEPENDENT_MUTANTS = [
 ]
 
 MUTANTS = COURSE_MUTANTS + INDEPENDENT_MUTANTS
+
+
+# Operator mutants (grader audit 06 --operators) that change nothing the README lets a grading observe.
+EQUIVALENT = {
+    'load_results: raise ValueError(f"unknown normalisation steps {unknown}; the steps are {NORMALIZATIONS}") -> raise ValueError(None)':
+        'the README promises a ValueError, not its message',
+    'load_results: questions = table.drop(columns=[c for c in table.columns if c.startswith("pred_")]) -> questions = table.drop(columns=[c for c in table.columns if c.startswith("XXpred_XX")])':
+        'a prediction column kept in the table is a column the README does not name: it may hold anything',
+    'load_results: questions = table.drop(columns=[c for c in table.columns if c.startswith("pred_")]) -> questions = table.drop(columns=[c for c in table.columns if c.startswith("PRED_")])':
+        'a prediction column kept in the table is a column the README does not name: it may hold anything',
+    'paired: return new.merge(base[["id", "pred", "correct"]], on="id", suffixes=("", "_base"), validate="one_to_one") -> return new.merge(base[["id", "pred", "correct"]], on="id", suffixes=("", "_base"), validate=None)':
+        'validate only checks that each id appears once on each side, which the README guarantees of both files',
+    'paired: return new.merge(base[["id", "pred", "correct"]], on="id", suffixes=("", "_base"), validate="one_to_one") -> return new.merge(base[["id", "pred", "correct"]], on="id", suffixes=("", "_base"), )':
+        'validate only checks that each id appears once on each side, which the README guarantees of both files',
+    'accuracy_by_length: bucket = pd.cut(table["prompt_tokens"], bins=list(edges), right=True).rename("bucket") -> bucket = pd.cut(table["prompt_tokens"], bins=list(edges), ).rename("bucket")':
+        "pd.cut's right defaults to True",
+    'accuracy_by_length: summary = _summary(table.groupby([*_names(by), bucket], observed=False)).reset_index() -> summary = _summary(table.groupby([*_names(by), bucket], observed=None)).reset_index()':
+        'pandas treats observed=None as falsy, the same as observed=False',
+    'accuracy_by_length: summary.insert(position + 1, "high", intervals.right) -> summary.insert(position + 2, "high", intervals.right)':
+        'only the column order changes; tables are read by column name',
+    'paired_bootstrap: diff = table["correct"].to_numpy(dtype=int) - table["correct_base"].to_numpy(dtype=int) -> diff = table["correct"].to_numpy(dtype=None) - table["correct_base"].to_numpy(dtype=int)':
+        'NumPy promotes bool against int: the same differences -1, 0, 1',
+    'paired_bootstrap: diff = table["correct"].to_numpy(dtype=int) - table["correct_base"].to_numpy(dtype=int) -> diff = table["correct"].to_numpy(dtype=int) - table["correct_base"].to_numpy(dtype=None)':
+        'NumPy promotes bool against int: the same differences -1, 0, 1',
+    'paired_bootstrap: resamples = rng.integers(0, len(diff), size=(n_resamples, len(diff))) -> resamples = rng.integers(len(diff), size=(n_resamples, len(diff)))':
+        'rng.integers(n) draws from [0, n) exactly as rng.integers(0, n) does, the same stream',
+    'plot_loss_curve: matplotlib.use("Agg") -> matplotlib.use("agg")':
+        "matplotlib's backend names are case-insensitive",
+    'plot_loss_curve: matplotlib.use("Agg") -> matplotlib.use("AGG")':
+        "matplotlib's backend names are case-insensitive",
+    'plot_loss_curve: figure, axes = plt.subplots(figsize=(6, 4)) -> figure, axes = plt.subplots(figsize=None)':
+        "the figure size is a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: figure, axes = plt.subplots(figsize=(6, 4)) -> figure, axes = plt.subplots(figsize=(7, 4))':
+        "the figure size is a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: figure, axes = plt.subplots(figsize=(6, 4)) -> figure, axes = plt.subplots(figsize=(6, 5))':
+        "the figure size is a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: axes.set_xlabel("optimizer step") -> axes.set_xlabel(None)':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: axes.set_xlabel("optimizer step") -> axes.set_xlabel("XXoptimizer stepXX")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: axes.set_xlabel("optimizer step") -> axes.set_xlabel("OPTIMIZER STEP")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: axes.set_ylabel("training loss (nats/token)") -> axes.set_ylabel(None)':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: axes.set_ylabel("training loss (nats/token)") -> axes.set_ylabel("XXtraining loss (nats/token)XX")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: axes.set_ylabel("training loss (nats/token)") -> axes.set_ylabel("TRAINING LOSS (NATS/TOKEN)")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_loss_curve: return _save_svg(figure, out_dir, "loss_curve.svg") -> return _save_svg(figure, out_dir, "XXloss_curve.svgXX")':
+        'the README asks for an SVG file inside out_dir and its path, not its name',
+    'plot_loss_curve: return _save_svg(figure, out_dir, "loss_curve.svg") -> return _save_svg(figure, out_dir, "LOSS_CURVE.SVG")':
+        'the README asks for an SVG file inside out_dir and its path, not its name',
+    'plot_seed_band: matplotlib.use("Agg") -> matplotlib.use("agg")':
+        "matplotlib's backend names are case-insensitive",
+    'plot_seed_band: matplotlib.use("Agg") -> matplotlib.use("AGG")':
+        "matplotlib's backend names are case-insensitive",
+    'plot_seed_band: figure, axes = plt.subplots(figsize=(6, 4)) -> figure, axes = plt.subplots(figsize=None)':
+        "the figure size is a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: figure, axes = plt.subplots(figsize=(6, 4)) -> figure, axes = plt.subplots(figsize=(7, 4))':
+        "the figure size is a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: figure, axes = plt.subplots(figsize=(6, 4)) -> figure, axes = plt.subplots(figsize=(6, 5))':
+        "the figure size is a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, label=f"min-max of {len(log_paths)} seeds") -> axes.fill_between(curve.index, curve["min"], curve["max"], alpha=None, label=f"min-max of {len(log_paths)} seeds")':
+        "the band's transparency is a harmless colour choice",
+    'plot_seed_band: axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, label=f"min-max of {len(log_paths)} seeds") -> axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, label=None)':
+        'a legend label is a harmless choice, not a line of the Axes',
+    'plot_seed_band: axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, label=f"min-max of {len(log_paths)} seeds") -> axes.fill_between(curve.index, curve["min"], curve["max"], label=f"min-max of {len(log_paths)} seeds")':
+        "the band's transparency is a harmless colour choice",
+    'plot_seed_band: axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, label=f"min-max of {len(log_paths)} seeds") -> axes.fill_between(curve.index, curve["min"], curve["max"], alpha=0.3, )':
+        'a legend label is a harmless choice, not a line of the Axes',
+    'plot_seed_band: axes.plot(curve.index, curve["mean"], label="mean") -> axes.plot(curve.index, curve["mean"], label=None)':
+        'a legend label is a harmless choice, not a line of the Axes',
+    'plot_seed_band: axes.plot(curve.index, curve["mean"], label="mean") -> axes.plot(curve["mean"], label="mean")':
+        'plot of a Series draws it against its index, the steps',
+    'plot_seed_band: axes.plot(curve.index, curve["mean"], label="mean") -> axes.plot(curve.index, curve["mean"], )':
+        'a legend label is a harmless choice, not a line of the Axes',
+    'plot_seed_band: axes.plot(curve.index, curve["mean"], label="mean") -> axes.plot(curve.index, curve["mean"], label="XXmeanXX")':
+        'a legend label is a harmless choice, not a line of the Axes',
+    'plot_seed_band: axes.plot(curve.index, curve["mean"], label="mean") -> axes.plot(curve.index, curve["mean"], label="MEAN")':
+        'a legend label is a harmless choice, not a line of the Axes',
+    'plot_seed_band: axes.set_xlabel("optimizer step") -> axes.set_xlabel(None)':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: axes.set_xlabel("optimizer step") -> axes.set_xlabel("XXoptimizer stepXX")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: axes.set_xlabel("optimizer step") -> axes.set_xlabel("OPTIMIZER STEP")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: axes.set_ylabel("training loss (nats/token)") -> axes.set_ylabel(None)':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: axes.set_ylabel("training loss (nats/token)") -> axes.set_ylabel("XXtraining loss (nats/token)XX")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: axes.set_ylabel("training loss (nats/token)") -> axes.set_ylabel("TRAINING LOSS (NATS/TOKEN)")':
+        "axis labels are a harmless choice (README, 'How your figures are read')",
+    'plot_seed_band: return _save_svg(figure, out_dir, "seed_band.svg") -> return _save_svg(figure, out_dir, "XXseed_band.svgXX")':
+        'the README asks for an SVG file inside out_dir and its path, not its name',
+    'plot_seed_band: return _save_svg(figure, out_dir, "seed_band.svg") -> return _save_svg(figure, out_dir, "SEED_BAND.SVG")':
+        'the README asks for an SVG file inside out_dir and its path, not its name',
+    '_selected: keep &= table["category"].isin(where["categories"]) -> keep = table["category"].isin(where["categories"])':
+        'keep is all True before the first filter, so &= and = give the same mask',
+    '_save_svg: figure.savefig(path, format="svg") -> figure.savefig(path, format=None)':
+        'the file name ends in .svg: savefig infers the SVG format from it',
+    '_save_svg: figure.savefig(path, format="svg") -> figure.savefig(path, )':
+        'the file name ends in .svg: savefig infers the SVG format from it',
+    '_save_svg: figure.savefig(path, format="svg") -> figure.savefig(path, format="SVG")':
+        "matplotlib's format names are case-insensitive",
+    '_save_svg: plt.close(figure) -> plt.close(None)':
+        'plt.close(None) closes the current figure, the one just saved',
+}
