@@ -87,6 +87,14 @@ def lora_merged(module, weight, bias, r, alpha, A, B, x):
                 "out": merged(x), "layer_out_after": layer(x), "base_weight_after": layer.base.weight.detach().clone()}
 
 
+def lora_merged_on_meta(module, n_in, n_out, r, alpha, dtype):
+    """merged() of a fresh LoRALinear around an nn.Linear on the meta device, in `dtype`: the
+    device and dtype of the merged layer's weight (`dtype` named as torch names it: "float64")."""
+    layer = module.LoRALinear(nn.Linear(n_in, n_out, device="meta", dtype=getattr(torch, dtype)), r, alpha)
+    merged = layer.merged()
+    return {"device": str(merged.weight.device), "dtype": str(merged.weight.dtype)}
+
+
 # ---------------------------------------------------------------- models
 
 def build_model(config, device="cpu", seed=0):
@@ -135,6 +143,29 @@ def adapted_dropout(module, config, r, alpha, dropout, x_seed=0):
                 layer.eval()
                 dropping[name] = not torch.equal(train_out, layer(x))
     return dropping
+
+
+def adapted_with_defaults(module, config, r, alpha, x_seed=0):
+    """add_lora(model, r, alpha) with target_modules and dropout left at their defaults, on a
+    model built from `config` (on the CPU): the adapted modules, and for each whether it drops
+    anything in training mode once lora_B is nonzero; or the exception it raised."""
+    model = build_model(config, "cpu")
+    try:
+        module.add_lora(model, r, alpha)
+    except Exception as exc:          # a default that selects nothing raises: an answer to judge
+        return {"raised": type(exc).__name__, "message": str(exc)[:200]}
+    dropping = {}
+    gen = torch.Generator().manual_seed(x_seed)
+    for name, layer in model.named_modules():
+        if isinstance(layer, module.LoRALinear):
+            with torch.no_grad():
+                layer.lora_B.fill_(1.0)
+                x = torch.randn(4, layer.lora_A.shape[1], generator=gen)
+                layer.train()
+                train_out = layer(x)
+                layer.eval()
+                dropping[name] = not torch.equal(train_out, layer(x))
+    return {"raised": None, "adapted": sorted(dropping), "dropping": dropping}
 
 
 def count_peft_model(module, config, r, target_modules="all-linear"):
@@ -305,9 +336,27 @@ def watch_sft(module, model_dir, train_path, out_dir, kwargs, scratch, keep_batc
 
 # ---------------------------------------------------------------- generation
 
-def replies(module, model_dir, adapter_dir, conversations, max_new_tokens, start_in_train_mode=False):
+def never_stopping(model, stop_ids):
+    """`model` with an output head that never says a token of `stop_ids`: the same weight, and a
+    bias of -1e4 on those tokens' logits. Used by the oracle and by `replies` alike."""
+    head = model.lm_head
+    biased = nn.Linear(head.in_features, head.out_features, bias=True, dtype=head.weight.dtype)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[list(stop_ids)] = -1e4
+    model.lm_head = biased
+    return model
+
+
+def replies(module, model_dir, adapter_dir, conversations, max_new_tokens, start_in_train_mode=False, sample_seed=0,
+            never_stop=False):
     """The learner's generate_reply for each conversation, on the base model of `model_dir` with
-    the adapter in `adapter_dir` (or none), and the model's mode afterwards."""
+    the adapter in `adapter_dir` (or none), and the model's mode afterwards. max_new_tokens=None
+    leaves it at generate_reply's default. The model's generation config samples (temperature 2,
+    torch seeded with `sample_seed`) and knows </s> alone as its end, as many a checkpoint's does:
+    greedy decoding and both stop tokens are generate_reply's to ask for. With `never_stop`, the
+    model's head never says <|end|> or </s> (`never_stopping`)."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
@@ -315,9 +364,17 @@ def replies(module, model_dir, adapter_dir, conversations, max_new_tokens, start
     if adapter_dir is not None:
         model = PeftModel.from_pretrained(model, adapter_dir)
     tokenizer = tokenizer_for(model_dir)
+    if never_stop:
+        never_stopping(model, [tokenizer.convert_tokens_to_ids("<|end|>"), tokenizer.eos_token_id])
+    config = model.generation_config
+    config.do_sample, config.temperature, config.eos_token_id = True, 2.0, tokenizer.eos_token_id
+    torch.manual_seed(sample_seed)
     got, modes = [], []
     for messages in conversations:
         model.train(start_in_train_mode)
-        got.append(module.generate_reply(model, tokenizer, messages, max_new_tokens))
+        if max_new_tokens is None:
+            got.append(module.generate_reply(model, tokenizer, messages))
+        else:
+            got.append(module.generate_reply(model, tokenizer, messages, max_new_tokens))
         modes.append(model.training)
     return {"replies": got, "training_after": modes}

@@ -16,6 +16,7 @@ measured on them.
 """
 import json
 import math
+import os
 import string
 import tempfile
 from pathlib import Path
@@ -83,6 +84,10 @@ RELOAD_CUDA = 5e-2
 # 512 draws of the reference stay within 0.05 of it (20 seeds); the nearest mutants (normal with
 # std 1/r, Kaiming with a = 0) are 1.7 and 2.4 times wider, and already break the bound.
 INIT_SPREAD = 0.15
+# ... and the largest of at least 256 such draws reaches 0.95 of the bound but once in 4 million
+# (0.95 ** 288 at the fewest, 288 entries); Kaiming with a = sqrt(6) (the nearest constant) never
+# passes sqrt(6/7) = 0.926 of it, a spread the standard deviation alone cannot tell.
+INIT_REACH = 0.95
 # The full SFT run (see README "Does it learn?"): the first SFT_TRAIN conversations of the train
 # split, SFT_STEPS steps of SFT_BATCH, on the first SFT_EVAL conversations of the eval split.
 # The smallest setup found with a clear margin. Measured on a 2-core CPU: the reference reaches 0.78
@@ -197,6 +202,9 @@ def test_a_fresh_layer_is_its_base(submission, rng, kind):
         spread = A.std().item() / (bound / math.sqrt(3))
         assert abs(spread - 1) < INIT_SPREAD, \
             f"lora_A's standard deviation is {spread:.2f} times that of uniform(+-1/sqrt(in)): use kaiming_uniform_(a=sqrt(5))"
+        assert A.abs().max() >= INIT_REACH * bound, (
+            f"lora_A's {A.numel()} entries of a fresh layer reach only {A.abs().max():.4g}, expected some beyond "
+            f"{INIT_REACH} * {bound:.4g}: kaiming_uniform_(a=sqrt(5)) draws uniformly in +-1/sqrt(in) = +-{bound:.4g}")
     assert seen["scaling"] is not None and math.isclose(seen["scaling"], alpha / r), \
         f"scaling is {seen['scaling']}, expected alpha / r = {alpha} / {r} = {alpha / r}"
 
@@ -299,6 +307,11 @@ def test_merged_equals_peft_merge(submission, rng, kind):
     assert_equal(seen["base_weight_after"], weight, what="the LoRA layer's base weight after merged()", tensor=True)
     assert_close(seen["layer_out_after"], unmerged, what="the LoRA layer's output after merged()", tensor=True,
                  **fp32(unmerged))
+    # the merged layer where the base is: a layer on the meta device (a GPU's stand-in), in float64
+    where = submission.probe(probes.lora_merged_on_meta, n_in, n_out, r, alpha, "float64")
+    assert where == {"device": "meta", "dtype": "torch.float64"}, (
+        f"merged() of a layer whose base is on the meta device in float64 holds its weight on {where['device']} in "
+        f"{where['dtype']}: create the merged nn.Linear on the base's device, with the base's dtype")
 
 
 # ================================================================ Adapters on a model
@@ -363,6 +376,19 @@ def test_add_lora_hands_dropout_to_every_adapter(submission, rng):
     assert not idle, (
         f"with add_lora(..., dropout=0.5), {len(idle)} of {len(dropping)} adapters (e.g. {idle[0]}) drop nothing in "
         "training mode: build each LoRALinear(layer, r, alpha, dropout)")
+    # the defaults: add_lora(model, r, alpha) adapts all linear layers, without dropout
+    r = integer(rng, 1, 8)
+    defaults = submission.probe(probes.adapted_with_defaults, TINY_LLAMA, r, integer(rng, 1, 32),
+                                integer(rng, 0, 1 << 20))
+    assert defaults["raised"] is None, (f"add_lora(model, r, alpha) raised {defaults['raised']}: "
+                                        f"{defaults.get('message')} (target_modules defaults to 'all-linear')")
+    want = oracles.peft_adapted(TINY_LLAMA, r)["adapted"]
+    assert defaults["adapted"] == want, _describe_difference(
+        defaults["adapted"], want, "modules add_lora(model, r, alpha) adapts (target_modules defaults to 'all-linear')")
+    dropping = sorted(name for name, drops in defaults["dropping"].items() if drops)
+    assert not dropping, (
+        f"add_lora(model, r, alpha) built {len(dropping)} adapters (e.g. {dropping[0] if dropping else ''}) that drop "
+        "features in training mode: dropout defaults to 0.0")
 
 
 @pytest.mark.points(1)
@@ -719,6 +745,18 @@ def _train_file(tmp_path, n):
     return str(path), [json.loads(row)["messages"] for row in rows]
 
 
+def _bf16_config_model(tmp_path):
+    """The tiny Llama's files, its config saying bfloat16 (as Llama 3's does): since transformers 5,
+    from_pretrained without a dtype loads what the config says."""
+    folder = tmp_path / "tiny_llama_bf16_config"
+    folder.mkdir()
+    for source in (COURSE.datasets / "tiny_llama").iterdir():
+        (folder / source.name).write_bytes(source.read_bytes())
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}, indent=2))
+    return str(folder)
+
+
 def _base_sha256(dtypes):
     """The checkpoint's weights hashed in the dtype the run holds them in (bf16 on CUDA)."""
     weights = load_file(str(COURSE.datasets / "tiny_llama" / "model.safetensors"))
@@ -740,12 +778,14 @@ def _check_frozen_base(seen):
 @pytest.mark.concept(TRL)
 @pytest.mark.timeout(300)
 def test_a_short_run_watched_from_outside(submission, tmp_path):
-    """3 steps of 4 conversations: the trainer's batches and labels, the optimizer, the adapter files, the returned values"""
+    """3 steps of 4 conversations of a model whose config says bf16: the trainer's batches and labels, the optimizer,
+    the adapter files, the returned values"""
     train_path, messages = _train_file(tmp_path, 24)
+    model_dir = _bf16_config_model(tmp_path)
     kwargs = dict(r=4, alpha=12, dropout=0.1, max_steps=3, learning_rate=2e-3, batch_size=4, seed=1)
     out_dir = tmp_path / "adapter"
     # torch's generator seeded with something else than `seed` first: adapters drawn unseeded show
-    seen = submission.probe(probes.watch_sft, MODEL_DIR, train_path, str(out_dir), kwargs, str(tmp_path / "scratch"),
+    seen = submission.probe(probes.watch_sft, model_dir, train_path, str(out_dir), kwargs, str(tmp_path / "scratch"),
                             rng_seed_before=kwargs["seed"] + 1000)
     result = seen["result"]
     assert isinstance(result, dict) and {"adapter_dir", "train_loss", "trainable_parameters"} <= set(result), \
@@ -765,6 +805,11 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     targets = config.get("target_modules")
     targets = set(targets) if isinstance(targets, list) else {targets}
     assert targets == LLAMA_LINEARS, f"the adapter targets {sorted(map(str, targets))}; all-linear means {sorted(LLAMA_LINEARS)}"
+    checkpoints = sorted(str(Path(folder, name).relative_to(out_dir)) for folder, names, _ in os.walk(out_dir)
+                         for name in names if name.startswith("checkpoint-"))
+    assert not checkpoints, (
+        f"the run left the trainer's checkpoints in out_dir ({checkpoints[0]}, with the optimizer's state): "
+        'SFTConfig(save_strategy="no"), the adapter alone is saved')
     stored = learner_safetensors(out_dir / "adapter_model.safetensors", tmp_path)
     assert stored and all("lora_A" in k or "lora_B" in k for k in stored), \
         f"adapter_model.safetensors holds {[k for k in stored if 'lora_' not in k][:2]}: save the LoRA weights only"
@@ -773,8 +818,8 @@ def test_a_short_run_watched_from_outside(submission, tmp_path):
     assert model is not None, "the run built no SFTTrainer (patched in from trl): use trl's SFTTrainer"
     cuda = torch.cuda.is_available()          # the contract: bf16 base and autocast on CUDA, float32 on a CPU
     want_dtypes = ["torch.bfloat16", "torch.float32"] if cuda else ["torch.float32"]
-    assert model["dtypes"] == want_dtypes, \
-        f"the model trained in {model['dtypes']}: " + ("a bf16 base on CUDA" if cuda else "float32 on a CPU")
+    assert model["dtypes"] == want_dtypes, f"the model trained in {model['dtypes']}: " + (
+        "a bf16 base on CUDA" if cuda else "float32 on a CPU (this model's config says bfloat16: pass dtype=torch.float32)")
     assert not model["checkpointing"], "gradient checkpointing is on: SFTConfig(activation_checkpointing=False)"
     seeded = sorted(map(probes.sha256_of, oracles.seeded_lora_A(4, 12, 0.1, kwargs["seed"])))
     assert model["lora_A_at_start"] == seeded, (
@@ -876,14 +921,23 @@ def test_generate_reply_with_a_reference_adapter(submission, reference_adapter):
 @pytest.mark.points(2)
 @pytest.mark.concept(GENERATION)
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("max_new_tokens", [3, 6])
+@pytest.mark.parametrize("max_new_tokens", [3, 6, None], ids=["3", "6", "default"])
 def test_generate_reply_of_the_base_model(submission, max_new_tokens):
-    """the base model never says <|end|>: replies run to max_new_tokens, greedy, after the generation prompt"""
+    """the base model never says <|end|>: replies run to max_new_tokens, greedy, after the generation prompt; left at
+    its default, 8 tokens of a model whose head never says <|end|> or </s>"""
     prompts = _eval_prompts(4, start=20)
-    want = oracles.greedy_replies(oracles.load_model(), prompts, max_new_tokens)
-    seen = submission.probe(probes.replies, MODEL_DIR, None, prompts, max_new_tokens, False)
+    never_stop = max_new_tokens is None        # the base model says </s> within 8 tokens: the default would not show
+    model = oracles.load_model()
+    if never_stop:
+        tok = oracles.tokenizer()
+        model = probes.never_stopping(model, [tok.convert_tokens_to_ids(oracles.END_OF_TURN), tok.eos_token_id])
+    want = oracles.greedy_replies(model, prompts, max_new_tokens or 8)
+    if never_stop:
+        assert all(len(oracles.tokenizer()(w, add_special_tokens=False)["input_ids"]) == 8 for w in want)
+    seen = submission.probe(probes.replies, MODEL_DIR, None, prompts, max_new_tokens, False, never_stop=never_stop)
+    asked = f"max_new_tokens={max_new_tokens}" if max_new_tokens else "max_new_tokens left at its default (8)"
     for i, (got, expected) in enumerate(zip(seen["replies"], want)):
-        assert got == expected, f"prompt {i}, max_new_tokens={max_new_tokens}: " + _explain_reply(got, expected)
+        assert got == expected, f"prompt {i}, {asked}: " + _explain_reply(got, expected)
     assert not any(seen["training_after"]), "the model was in eval mode before generate_reply and is not after it"
 
 
@@ -898,7 +952,8 @@ def trusted_folder():
 
 def _sft_run(submission, tmp_path, **extra):
     train_path, _ = _train_file(tmp_path, SFT_TRAIN)
-    kwargs = dict(r=SFT_RANK, alpha=32, dropout=0.05, max_steps=SFT_STEPS, learning_rate=SFT_LR, batch_size=SFT_BATCH, seed=0)
+    # seed left at its default, 0
+    kwargs = dict(r=SFT_RANK, alpha=32, dropout=0.05, max_steps=SFT_STEPS, learning_rate=SFT_LR, batch_size=SFT_BATCH)
     eval_rows = oracles.load_checker().load_examples(COURSE.datasets / "sft" / "eval.jsonl")[:SFT_EVAL]
     tok = oracles.tokenizer()
     probe_ids = torch.tensor([tok.apply_chat_template(eval_rows[0]["messages"], tokenize=True, return_dict=True)["input_ids"]])
@@ -915,6 +970,8 @@ def test_sft_teaches_the_skill(submission, tmp_path, trusted_folder):
     seen, eval_rows, probe_ids = _sft_run(submission, tmp_path)
     try:            # what the run must leave behind is the contract of "The real thing"; the skill is this section's
         _check_frozen_base(seen)
+        assert seen["model"]["seed"] == 0, \
+            f"the trainer runs with seed {seen['model']['seed']} for a call that left seed at its default, 0"
         adapter_dir = str(lora_adapter_copy(seen["result"]["adapter_dir"], tmp_path, SFT_RANK, trusted_folder))
         reloaded = oracles.load_model(adapter_dir)
         merged = oracles.load_model(adapter_dir, merge=True)

@@ -424,3 +424,78 @@ def tokenize_conversation(tokenizer, messages, max_length=None):
         output = ids
 """}),
 ]
+
+
+# Operator mutants that no correct grading can tell from the reference (grader audit 03 --operators).
+EQUIVALENT = {
+    'LoRALinear: self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity() -> self.dropout = nn.Dropout(dropout) if (dropout > 0) or True else nn.Identity()':
+        'nn.Dropout(0) and no dropout module compute the same; the README accepts both',
+    'LoRALinear: self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity() -> self.dropout = nn.Dropout(dropout) if dropout >= 0 else nn.Identity()':
+        'nn.Dropout(0) and no dropout module compute the same; the README accepts both',
+    '_target_names: head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None -> head = model.get_output_embeddings() if (hasattr(model, "get_output_embeddings")) or True else None':
+        'every model the contract hands add_lora is a transformers model with get_output_embeddings',
+    '_target_names: names = [target_modules] if isinstance(target_modules, str) else list(target_modules) -> names = [target_modules] if (isinstance(target_modules, str)) and False else list(target_modules)':
+        'a single name string other than all-linear is outside the contract (README)',
+    '_target_names: raise ValueError(f"target_modules {names} match no linear layer of the model") -> raise ValueError(None)':
+        'the README promises a ValueError, not its message',
+    'tokenize_conversation: encoded = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, -> encoded = tokenizer.apply_chat_template(messages, return_dict=True,':
+        'apply_chat_template tokenizes by default (tokenize=True)',
+    'tokenize_conversation: encoded = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True) -> encoded = tokenizer.apply_chat_template(messages, tokenize=True, return_assistant_tokens_mask=True)':
+        'apply_chat_template returns a dict by default when it tokenizes (return_dict=True)',
+    'generate_reply: prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt").to(model.device) -> prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt").to(model.device)':
+        'apply_chat_template returns a dict by default when it tokenizes (return_dict=True)',
+    'pack: for index in sorted(range(len(pieces)), key=lambda i: -len(pieces[i][0])): -> for index in sorted(range(len(pieces)), key=None):':
+        'the order examples are placed in is free: any fit that opens a row only when nothing fits keeps rows dense',
+    'pack: for index in sorted(range(len(pieces)), key=lambda i: -len(pieces[i][0])): -> for index in sorted(range(len(pieces)), ):':
+        'the order examples are placed in is free: any fit that opens a row only when nothing fits keeps rows dense',
+    'pack: row = min(fitting, key=lambda row: row[0]) if fitting else None -> row = min(fitting, key=None) if fitting else None':
+        'the row an example joins among those it fits is free (README); rows stay dense',
+    'pack: row = min(fitting, key=lambda row: row[0]) if fitting else None -> row = min(fitting, ) if fitting else None':
+        'the row an example joins among those it fits is free (README); rows stay dense',
+    'pack: row = min(fitting, key=lambda row: row[0]) if fitting else None -> row = min(fitting, key=lambda row: row[1]) if fitting else None':
+        'the row an example joins among those it fits is free (README); rows stay dense',
+    '_read_conversations: with open(path, encoding="utf-8") as f: -> with open(path, encoding=None) as f:':
+        "the conversations are ASCII and Python reads files as UTF-8 in the grading's locale",
+    '_read_conversations: with open(path, encoding="utf-8") as f: -> with open(path, ) as f:':
+        "the conversations are ASCII and Python reads files as UTF-8 in the grading's locale",
+    '_read_conversations: with open(path, encoding="utf-8") as f: -> with open(path, encoding="UTF-8") as f:':
+        'UTF-8 and utf-8 name the same codec',
+    'sft_with_peft_trl: tokenizer = AutoTokenizer.from_pretrained(model_dir) -> tokenizer = None':
+        "given no processing_class, trl loads the same tokenizer from the model's directory",
+    'sft_with_peft_trl: processing_class=tokenizer) -> processing_class=None)':
+        "given no processing_class, trl loads the same tokenizer from the model's directory",
+    'sft_with_peft_trl: processing_class=tokenizer) -> )':
+        "given no processing_class, trl loads the same tokenizer from the model's directory",
+    'sft_with_peft_trl: model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if cuda else torch.float32) -> model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if (cuda) and False else torch.float32)':
+        "differs only where CUDA is available (bf16 base there), which the CPU grading cannot see; the short run's dtype check catches it on CUDA",
+    'sft_with_peft_trl: bf16=cuda, use_cpu=not cuda, -> bf16=cuda, use_cpu=cuda,':
+        "differs only where CUDA is available (use_cpu=True there), which the CPU grading cannot see; the bf16 CUDA run's peak memory catches it there",
+    'generate_reply: return_tensors="pt").to(model.device) -> return_tensors="pt").to(None)':
+        'moving the prompt to model.device matters only for a model on an accelerator; on the CPU both stay put',
+    'sft_with_peft_trl: target_modules="all-linear", task_type="CAUSAL_LM")) -> target_modules="ALL-LINEAR", task_type="CAUSAL_LM"))':
+        'peft reads all-linear in any case',
+    'sft_with_peft_trl: bf16=cuda, use_cpu=not cuda, -> bf16=cuda, use_cpu=None,':
+        'use_cpu defaults to False, and with no accelerator the trainer runs on the CPU either way; on CUDA the reference passes False too',
+    'sft_with_peft_trl: bf16=cuda, use_cpu=not cuda, activation_checkpointing=False, -> bf16=cuda, activation_checkpointing=False,':
+        'use_cpu defaults to False, and with no accelerator the trainer runs on the CPU either way; on CUDA the reference passes False too',
+    'sft_with_peft_trl: logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True) -> logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=None)':
+        'disable_tqdm only shows or hides progress bars',
+    'sft_with_peft_trl: logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True) -> logging_steps=1, save_strategy="no", report_to="none", )':
+        'disable_tqdm only shows or hides progress bars',
+    'sft_with_peft_trl: logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True) -> logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=False)':
+        'disable_tqdm only shows or hides progress bars',
+    'sft_with_peft_trl: logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True) -> logging_steps=1, save_strategy="no", disable_tqdm=True)':
+        'report_to defaults to none in transformers 5',
+    'sft_with_peft_trl: output_dir=str(out_dir / "trainer"), max_steps=max_steps, per_device_train_batch_size=batch_size, -> output_dir=str(out_dir / "XXtrainerXX"), max_steps=max_steps, per_device_train_batch_size=batch_size,':
+        "the trainer's output_dir may be any folder inside out_dir (README)",
+    'sft_with_peft_trl: output_dir=str(out_dir / "trainer"), max_steps=max_steps, per_device_train_batch_size=batch_size, -> output_dir=str(out_dir / "TRAINER"), max_steps=max_steps, per_device_train_batch_size=batch_size,':
+        "the trainer's output_dir may be any folder inside out_dir (README)",
+    'generate_reply: output = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop, -> output = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=None, eos_token_id=stop,':
+        'generate takes do_sample=None as False: greedy either way',
+    'generate_reply: pad_token_id=tokenizer.pad_token_id) -> pad_token_id=None)':
+        "one prompt, never padded: pad_token_id is only used to pad a batch, and falls back to the config's",
+    'generate_reply: pad_token_id=tokenizer.pad_token_id) -> )':
+        "one prompt, never padded: pad_token_id is only used to pad a batch, and falls back to the config's",
+    'sft_with_peft_trl: model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if cuda else torch.float32) -> model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=None)':
+        "from_pretrained takes dtype=None as float32 (torch's default, not the config's), the CPU contract's dtype; only CUDA, where bf16 is asked, could tell",
+}
