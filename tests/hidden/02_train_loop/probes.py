@@ -10,6 +10,9 @@ from transformers import AutoConfig, AutoModelForCausalLM
 # The global generator's state when train() is called: not the run's seed, so a model or a dropout
 # mask drawn without seeding first comes out other than the contract's.
 FOREIGN_SEED = 987654321
+# Likewise the CPU's default autocast dtype while train() runs: float16, not bf16, so a loop that leaves
+# autocast's dtype to the default runs its forward passes in another precision than amp="bf16" asks for.
+FOREIGN_AUTOCAST_DTYPE = torch.float16
 
 
 class Preempted(Exception):
@@ -93,6 +96,8 @@ def watch_training(module, cfg, interrupt_after_step=None):
             raise Preempted()
 
     torch.manual_seed(FOREIGN_SEED)
+    default_autocast_dtype = torch.get_autocast_dtype("cpu")
+    torch.set_autocast_dtype("cpu", FOREIGN_AUTOCAST_DTYPE)
     with models_built(lambda model: model.register_forward_pre_hook(before_forward, with_kwargs=True)) as built:
         hooks = [register_optimizer_step_pre_hook(before_step), register_optimizer_step_post_hook(after_step)]
         try:
@@ -102,6 +107,7 @@ def watch_training(module, cfg, interrupt_after_step=None):
         finally:
             for hook in hooks:
                 hook.remove()
+            torch.set_autocast_dtype("cpu", default_autocast_dtype)
     grads_left = sum(p.grad is not None for p in built[-1].parameters()) if built else 0
     return {"result": result, "steps": steps, "dtypes": dtypes, "models_built": len(built), "initial": initial,
             "grads_left": grads_left}

@@ -12,6 +12,8 @@ must be restored, a pretrained checkpoint saved in bf16, a configuration that le
 import hashlib
 import json
 import math
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,6 +79,10 @@ INITIAL_PARAMS_ATOL = 1e-6
 # them exactly. Below the floor no model can go: a loss that scores the wrong targets (the input
 # itself, unshifted) ends 1.9 under it.
 CONVERGENCE_MARGIN = 0.45
+# tokens_per_s is timed as the learner sees fit, but within the call of train: a rate of the run's tokens
+# over any part of it is at least their count over the wall time of the whole call (model building and
+# evaluations included, measured around it). Time read with the sign flipped (now + start) gives 1e-7 of it.
+TOKENS_PER_S_FLOOR = 1.0
 PLOT_PIXELS = 10_000_000                # the largest PNG the curves test decodes (matplotlib's default figure: 307,200)
 
 BATCHING = "Batching and padding"
@@ -496,7 +502,9 @@ def test_log_and_run_record(submission, rng, tmp_path):
     step 5; log.jsonl is the returned log; run.json holds the experiment record the map asks for"""
     cfg = scenario(tmp_path, rng, max_steps=5, log_every=2, eval_every=2)
     expected, config, documents, digests = replay.replay(cfg), *scenario_inputs(cfg)
+    started = time.perf_counter()
     watched = submission.probe(probes.watch_training, cfg)
+    wall_s = time.perf_counter() - started
     result = watched["result"]
     if len(watched["steps"]) != 5:
         raise ConceptError(CONTRACT, f"train took {len(watched['steps'])} optimizer steps; max_steps=5 asks for 5")
@@ -504,6 +512,10 @@ def test_log_and_run_record(submission, rng, tmp_path):
     if missing or not (tmp_path / "run" / "checkpoint.pt").exists():
         raise ConceptError(CONTRACT, f"train must return log, eval, final_eval_loss, checkpoint and record (missing: "
                            f"{sorted(missing)}) and write out_dir/checkpoint.pt")
+    for key, name in (("checkpoint", "checkpoint.pt"), ("record", "run.json")):
+        if Path(str(result[key])).resolve() != (tmp_path / "run" / name).resolve():
+            raise ConceptError(CONTRACT, f"train returned {key}={result[key]!r}: expected the path of out_dir/{name}, "
+                               f"{str(tmp_path / 'run' / name)!r}")
     lines = learner_jsonl(tmp_path / "run" / "log.jsonl", tmp_path)
     if lines != result["log"]:
         raise ConceptError(CONTRACT, "log.jsonl and the returned log differ")
@@ -561,17 +573,29 @@ def test_log_and_run_record(submission, rng, tmp_path):
         tokens = sum(s["tokens"] for s in expected["steps"])
         assert metrics.get("tokens") == tokens, f"run.json's metrics say tokens {metrics.get('tokens')}: the run's " \
                                                 f"5 steps counted {tokens} tokens in all, logged or not"
+        floor = TOKENS_PER_S_FLOOR * tokens / wall_s
+        assert metrics["tokens_per_s"] >= floor, \
+            f"run.json's metrics say tokens_per_s {metrics['tokens_per_s']}: {tokens} tokens in a train call of " \
+            f"{wall_s:.2f} s make at least {floor:.1f} tokens per second, however the run is timed"
+    # The checkpoint written at the end holds the last step: resuming the finished run takes no step and
+    # returns the run as it was.
+    again = submission.probe(probes.watch_training, {**cfg, "resume": True})
+    again_log = (again["result"] or {}).get("log")
+    if len(again["steps"]) or again_log != result["log"]:
+        raise ConceptError(CONTRACT, f"resuming the finished run took {len(again['steps'])} optimizer steps and returned "
+                           f"a log of steps {[e.get('step') for e in again_log or []]}: at the end, train writes a "
+                           "checkpoint of the last step, 5, from which a resume has nothing left to do")
 
 
 @pytest.mark.points(2)
 @pytest.mark.concept("Configuration")
 @pytest.mark.timeout(120)
 def test_left_out_keys_take_the_documented_defaults(submission, rng, tmp_path):
-    """a cfg of the required keys and max_steps runs as one that spells the README's defaults out; run.json records
-    the defaults; out_dir is created"""
+    """a cfg of the required keys alone runs as one that spells the README's defaults out (max_steps=100 included);
+    run.json records the defaults; out_dir is created, with its missing parent folder"""
     base = scenario(tmp_path, rng)
     minimal = {"model_dir": base["model_dir"], "train_path": base["train_path"], "eval_path": base["eval_path"],
-               "max_steps": 12, "out_dir": str(tmp_path / "minimal")}
+               "out_dir": str(tmp_path / "minimal" / "run")}
     runs = [submission.train(minimal), submission.train({**replay.DEFAULTS, **minimal, "out_dir": str(tmp_path / "spelled")})]
     logs = [[(e.get("step"), e.get("loss"), e.get("lr"), e.get("grad_norm"), e.get("tokens")) for e in run["log"]]
             for run in runs]
@@ -636,8 +660,10 @@ def test_accumulation_with_unequal_token_counts(submission, rng, tmp_path):
 @pytest.mark.concept("Clipping")
 @pytest.mark.timeout(120)
 def test_active_clipping(submission, rng, tmp_path):
-    """a clip norm far below the gradient norm: one global clip of the whole gradient, before the step"""
-    cfg = scenario(tmp_path, rng, clip_norm=0.05, grad_accum_steps=2)
+    """a clip norm far below the gradient norm: one global clip of the whole gradient, before the step; the model's
+    pad token is 5, which pads the batches"""
+    cfg = scenario(tmp_path, rng, model_dir=write_model_dir(tmp_path / "pad5_model", pad_token_id=5), clip_norm=0.05,
+                   grad_accum_steps=2)
     expected = replay.replay(cfg)
     assert min(s["grad_norm"] for s in expected["steps"]) > 0.05
     compare_with_replay(submission.probe(probes.watch_training, cfg), expected, "Clipping")
@@ -647,8 +673,10 @@ def test_active_clipping(submission, rng, tmp_path):
 @pytest.mark.concept("Weight decay groups")
 @pytest.mark.timeout(120)
 def test_strong_weight_decay(submission, rng, tmp_path):
-    """weight decay 0.5: only matrices and embeddings decay, in AdamW's decoupled way"""
-    cfg = scenario(tmp_path, rng, weight_decay=0.5, max_lr=3e-2)
+    """weight decay 0.5: only matrices and embeddings decay, in AdamW's decoupled way; the model's config names no
+    pad token, so the batches are padded with 0"""
+    cfg = scenario(tmp_path, rng, model_dir=write_model_dir(tmp_path / "padless_model", pad_token_id=None),
+                   weight_decay=0.5, max_lr=3e-2)
     expected = replay.replay(cfg)
     compare_with_replay(submission.probe(probes.watch_training, cfg), expected, "Weight decay groups")
 
@@ -709,10 +737,12 @@ def test_resume_without_a_checkpoint_raises(submission, rng, tmp_path):
 @pytest.mark.concept("Resuming")
 @pytest.mark.timeout(120)
 def test_resume_reproduces_an_uninterrupted_run(submission, rng, tmp_path):
-    """with dropout on, interrupted in step 6 (checkpoint at step 4, log lines written past it) and resumed: the same
-    batches, losses, parameters, log, eval and record as one uninterrupted run"""
+    """with dropout on, interrupted in step 6 (checkpoint at step 4, in the second epoch, log lines written past it)
+    and resumed: the same batches, losses, parameters, log, eval and record as one uninterrupted run"""
     cfg = scenario(tmp_path, rng, model_dir=write_model_dir(tmp_path / "dropout_model", attention_dropout=DROPOUT),
-                   grad_accum_steps=2, max_steps=8, eval_every=4, batch_size=5)
+                   train_documents=30, grad_accum_steps=2, max_steps=8, eval_every=4, batch_size=5)
+    # 6 batches an epoch: the checkpoint of step 4 (batch 8) stands in the second epoch, whose shuffle must be restored
+    assert 30 // cfg["batch_size"] < 4 * cfg["grad_accum_steps"] < 2 * (30 // cfg["batch_size"])
     whole = submission.probe(probes.watch_training, {**cfg, "out_dir": str(tmp_path / "whole")})
     whole_evals = [e.get("step") for e in whole["result"]["eval"]]
     if whole_evals != [4, 8]:

@@ -485,3 +485,165 @@ def collate(examples, pad_id):
                 edits={"    checkpoint = torch.load(path, weights_only=False)\n": "    checkpoint = torch.load(path, weights_only=True)\n"}),
     Independent(),
 ]
+
+
+# Operator mutants no test can kill: each changes nothing a learner could observe under the README's
+# contract on this machine (the reason says why).
+EQUIVALENT = {
+    'collate: input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long) -> input_ids = torch.full((len(examples), width), pad_id, dtype=None)':
+        'torch.full infers int64 from an int fill value, as dtype=torch.long says',
+    'collate: input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long) -> input_ids = torch.full((len(examples), width), pad_id, )':
+        'torch.full infers int64 from an int fill value, as dtype=torch.long says',
+    'collate: labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long) -> labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=None)':
+        'torch.full infers int64 from an int fill value (-100), as dtype=torch.long says',
+    'collate: labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long) -> labels = torch.full((len(examples), width), IGNORE_INDEX, )':
+        'torch.full infers int64 from an int fill value (-100), as dtype=torch.long says',
+    'lr_at: progress = (step - warmup_steps) / max(1, total_steps - warmup_steps) -> progress = (step - warmup_steps) / max(2, total_steps - warmup_steps)':
+        'the divisor changes only when total_steps - warmup_steps is 1, where the one cosine step has progress 0 either way',
+    'causal_lm_loss: ignore_index=IGNORE_INDEX, reduction=reduction) -> reduction=reduction)':
+        "F.cross_entropy's ignore_index defaults to -100",
+    'evaluate: device = next(model.parameters()).device -> device = None':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'evaluate: batch = {key: value.to(device) for key, value in batch.items()} -> batch = {key: value.to(None) for key, value in batch.items()}':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'evaluate: logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits -> logits = model(input_ids=batch["input_ids"], attention_mask=None).logits':
+        'right padding under a causal mask: no real token attends to a pad, so the mask changes no counted logit',
+    'evaluate: logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits -> logits = model(input_ids=batch["input_ids"], ).logits':
+        'right padding under a causal mask: no real token attends to a pad, so the mask changes no counted logit',
+    'train: logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits -> logits = model(input_ids=batch["input_ids"], attention_mask=None).logits':
+        'right padding under a causal mask: no real token attends to a pad, so the mask changes no counted logit',
+    'train: logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits -> logits = model(input_ids=batch["input_ids"], ).logits':
+        'right padding under a causal mask: no real token attends to a pad, so the mask changes no counted logit',
+    'train: model = _build_model(cfg).to(device) -> model = _build_model(cfg).to(None)':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: betas=tuple(cfg["betas"]), eps=1e-8) -> betas=tuple(cfg["betas"]), )':
+        "AdamW's eps defaults to 1e-8",
+    'train: generator=generator, collate_fn=batch_of, pin_memory=device.type == "cuda") -> generator=generator, collate_fn=batch_of, pin_memory=None)':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: generator=generator, collate_fn=batch_of, pin_memory=device.type == "cuda") -> generator=generator, collate_fn=batch_of, )':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: generator=generator, collate_fn=batch_of, pin_memory=device.type == "cuda") -> generator=generator, collate_fn=batch_of, pin_memory=device.type != "cuda")':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: generator=generator, collate_fn=batch_of, pin_memory=device.type == "cuda") -> generator=generator, collate_fn=batch_of, pin_memory=device.type == "XXcudaXX")':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: generator=generator, collate_fn=batch_of, pin_memory=device.type == "cuda") -> generator=generator, collate_fn=batch_of, pin_memory=device.type == "CUDA")':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: state = _restore(out_dir / "checkpoint.pt", model, optimizer, generator) -> state = _restore(out_dir / "checkpoint.pt", model, optimizer, None)':
+        '_restore never reads its generator argument: _micro_batches sets the generator from the restored state',
+    'train: group["lr"] = schedule(state["step"]) -> group["XXlrXX"] = schedule(state["step"])':
+        'the optimizer state just restored already holds that rate: it was set to schedule(step) before the checkpoint was saved',
+    'train: group["lr"] = schedule(state["step"]) -> group["LR"] = schedule(state["step"])':
+        'the optimizer state just restored already holds that rate: it was set to schedule(step) before the checkpoint was saved',
+    'train: batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()} -> batch = {key: value.to(None, non_blocking=True) for key, value in batch.items()}':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()} -> batch = {key: value.to(non_blocking=True) for key, value in batch.items()}':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()} -> batch = {key: value.to(device, ) for key, value in batch.items()}':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()} -> batch = {key: value.to(device, non_blocking=False) for key, value in batch.items()}':
+        'observable on a CUDA device only, where the GPU tests grade it; on the CPU this pin/move/device call changes nothing',
+    'train: lr = optimizer.param_groups[0]["lr"] -> lr = optimizer.param_groups[1]["lr"]':
+        'both parameter groups are given the same rate from the schedule at every step',
+    'plot_curves: matplotlib.use("Agg") -> matplotlib.use("agg")':
+        "matplotlib's backend names are case-insensitive",
+    'plot_curves: matplotlib.use("Agg") -> matplotlib.use("AGG")':
+        "matplotlib's backend names are case-insensitive",
+    'plot_curves: figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(7, 6)) -> figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=None)':
+        "the figure's size is cosmetic: the README asks for two subplots, their scales and order, not a size",
+    'plot_curves: figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(7, 6)) -> figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, )':
+        "the figure's size is cosmetic: the README asks for two subplots, their scales and order, not a size",
+    'plot_curves: figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(7, 6)) -> figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))':
+        "the figure's size is cosmetic: the README asks for two subplots, their scales and order, not a size",
+    'plot_curves: figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(7, 6)) -> figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(7, 7))':
+        "the figure's size is cosmetic: the README asks for two subplots, their scales and order, not a size",
+    'plot_curves: figure, (loss_axes, lr_axes) = plt.subplots(2, 1, sharex=True, figsize=(7, 6)) -> figure, (loss_axes, lr_axes) = plt.subplots(2, sharex=True, figsize=(7, 6))':
+        "subplots' ncols defaults to 1",
+    'plot_curves: loss_axes.set_ylabel("training loss (nats/token)") -> loss_axes.set_ylabel(None)':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: loss_axes.set_ylabel("training loss (nats/token)") -> loss_axes.set_ylabel("XXtraining loss (nats/token)XX")':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: loss_axes.set_ylabel("training loss (nats/token)") -> loss_axes.set_ylabel("TRAINING LOSS (NATS/TOKEN)")':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: lr_axes.set_ylabel("learning rate") -> lr_axes.set_ylabel(None)':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: lr_axes.set_ylabel("learning rate") -> lr_axes.set_ylabel("XXlearning rateXX")':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: lr_axes.set_ylabel("learning rate") -> lr_axes.set_ylabel("LEARNING RATE")':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: lr_axes.set_xlabel("optimizer step") -> lr_axes.set_xlabel(None)':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: lr_axes.set_xlabel("optimizer step") -> lr_axes.set_xlabel("XXoptimizer stepXX")':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: lr_axes.set_xlabel("optimizer step") -> lr_axes.set_xlabel("OPTIMIZER STEP")':
+        'an axis label is cosmetic: the README does not ask for labels',
+    'plot_curves: return str(png_path) -> return str(None)':
+        'the README promises the PNG file, not a return value',
+    '_micro_batches: state["batches_into_epoch"] = 0 -> state["batches_into_epoch"] = None':
+        "overwritten by the next epoch's first batch before any step or checkpoint can read it",
+    '_micro_batches: state["batches_into_epoch"] = 0 -> state["XXbatches_into_epochXX"] = 0':
+        "overwritten by the next epoch's first batch before any step or checkpoint can read it",
+    '_micro_batches: state["batches_into_epoch"] = 0 -> state["BATCHES_INTO_EPOCH"] = 0':
+        "overwritten by the next epoch's first batch before any step or checkpoint can read it",
+    '_micro_batches: state["batches_into_epoch"] = 0 -> state["batches_into_epoch"] = 1':
+        "overwritten by the next epoch's first batch before any step or checkpoint can read it",
+    '_restore: checkpoint = torch.load(path, weights_only=False) -> checkpoint = torch.load(path, weights_only=None)':
+        "the checkpoint holds tensors, numbers, lists and dicts only, which weights_only=True (torch.load's default) loads alike",
+    '_restore: checkpoint = torch.load(path, weights_only=False) -> checkpoint = torch.load(path, )':
+        "the checkpoint holds tensors, numbers, lists and dicts only, which weights_only=True (torch.load's default) loads alike",
+    '_restore: checkpoint = torch.load(path, weights_only=False) -> checkpoint = torch.load(path, weights_only=True)':
+        "the checkpoint holds tensors, numbers, lists and dicts only, which weights_only=True (torch.load's default) loads alike",
+    '_read_jsonl: with open(path, encoding="utf-8") as f: -> with open(path, encoding=None) as f:':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_read_jsonl: with open(path, encoding="utf-8") as f: -> with open(path, ) as f:':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_read_jsonl: with open(path, encoding="utf-8") as f: -> with open(path, encoding="UTF-8") as f:':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_write_jsonl: with open(path, mode, encoding="utf-8") as f: -> with open(path, mode, encoding=None) as f:':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_write_jsonl: with open(path, mode, encoding="utf-8") as f: -> with open(path, mode, ) as f:':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_write_jsonl: with open(path, mode, encoding="utf-8") as f: -> with open(path, mode, encoding="UTF-8") as f:':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_git_commit: capture_output=True, text=True, timeout=10) -> capture_output=True, text=True, timeout=None)':
+        'a timeout only matters for a git that hangs; rev-parse answers at once',
+    '_git_commit: capture_output=True, text=True, timeout=10) -> capture_output=True, text=True, )':
+        'a timeout only matters for a git that hangs; rev-parse answers at once',
+    '_git_commit: capture_output=True, text=True, timeout=10) -> capture_output=True, text=True, timeout=11)':
+        'a timeout only matters for a git that hangs; rev-parse answers at once',
+    '_write_record: "config": {key: list(value) if isinstance(value, tuple) else value for key, value in cfg.items()}, -> "config": {key: list(value) if (isinstance(value, tuple)) and False else value for key, value in cfg.items()},':
+        'json.dumps writes a tuple as a list: the record reads back the same',
+    '_write_record: "tokens_per_s": state["tokens"] / max(seconds, 1e-9), "wall_s": seconds}, -> "tokens_per_s": state["tokens"] * max(seconds, 1e-9), "wall_s": seconds},':
+        "tokens_per_s is timed as the learner sees fit: no correct grading bounds a rate from above, and this one stays at least the run's tokens over its wall time",
+    '_write_record: "tokens_per_s": state["tokens"] / max(seconds, 1e-9), "wall_s": seconds}, -> "tokens_per_s": state["tokens"] / max(seconds, 1.000000001), "wall_s": seconds},':
+        "tokens_per_s is timed as the learner sees fit: no correct grading bounds a rate from above, and this one stays at least the run's tokens over its wall time",
+    '_write_record: "tokens_per_s": state["tokens"] / max(seconds, 1e-9), "wall_s": seconds}, -> "tokens_per_s": state["tokens"] / max(seconds, 1e-9), "XXwall_sXX": seconds},':
+        'wall_s is an extra metric the README does not name',
+    '_write_record: "tokens_per_s": state["tokens"] / max(seconds, 1e-9), "wall_s": seconds}, -> "tokens_per_s": state["tokens"] / max(seconds, 1e-9), "WALL_S": seconds},':
+        'wall_s is an extra metric the README does not name',
+    '_write_record: Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="utf-8") -> Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding=None)':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_write_record: Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="utf-8") -> Path(path).write_text(json.dumps(record, indent=2) + "\\n", )':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    '_write_record: Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="utf-8") -> Path(path).write_text(json.dumps(record, indent=None) + "\\n", encoding="utf-8")':
+        "run.json's indentation is layout: any JSON of the same record reads back the same",
+    '_write_record: Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="utf-8") -> Path(path).write_text(json.dumps(record, ) + "\\n", encoding="utf-8")':
+        "run.json's indentation is layout: any JSON of the same record reads back the same",
+    '_write_record: Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="utf-8") -> Path(path).write_text(json.dumps(record, indent=3) + "\\n", encoding="utf-8")':
+        "run.json's indentation is layout: any JSON of the same record reads back the same",
+    '_write_record: Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="utf-8") -> Path(path).write_text(json.dumps(record, indent=2) + "\\n", encoding="UTF-8")':
+        'the text written and read is ASCII (json.dumps escapes the rest), the same in every encoding',
+    'plot_curves: figure.savefig(png_path, format="png") -> figure.savefig(png_path, format=None)':
+        "without a format, savefig writes PNG (its default, and png_path's suffix)",
+    'plot_curves: figure.savefig(png_path, format="png") -> figure.savefig(png_path, )':
+        "without a format, savefig writes PNG (its default, and png_path's suffix)",
+    'plot_curves: figure.savefig(png_path, format="png") -> figure.savefig(png_path, format="PNG")':
+        'savefig reads the format case-insensitively',
+    'plot_curves: plt.close(figure) -> plt.close(None)':
+        'plt.close() closes the current figure, which is this one',
+    '_build_model: return AutoModelForCausalLM.from_config(config, dtype=torch.float32) -> return AutoModelForCausalLM.from_config(config, dtype=None)':
+        "from_config builds in torch's default dtype, float32, as the README's own call (no dtype) does",
+    '_build_model: return AutoModelForCausalLM.from_config(config, dtype=torch.float32) -> return AutoModelForCausalLM.from_config(config, )':
+        "from_config builds in torch's default dtype, float32, as the README's own call (no dtype) does",
+    '_git_commit: return out.stdout.strip() if out.returncode == 0 else None -> return out.stdout.strip() if (out.returncode == 0) or True else None':
+        'differs only outside git ("" for null), which test_log_and_run_record checks there; every audited tree has a git HEAD',
+}
