@@ -118,9 +118,6 @@ def test_learner_files_cannot_swell_the_grading_process(tmp_path, task):
     assert all(words in feedback for words in said), feedback[-3000:]
 
 
-HONEST_SCORE_06 = 57.5        # exercise 06's reference, graded alone
-
-
 @pytest.mark.full
 @pytest.mark.skipif(containers.unavailable() is not None, reason=str(containers.unavailable()))
 def test_a_flooding_figure_costs_its_own_tests_not_a_neighbours(tmp_path):
@@ -135,7 +132,8 @@ def test_a_flooding_figure_costs_its_own_tests_not_a_neighbours(tmp_path):
                                  str(tmp_path / "honest"), "--tasks", "06", "--jobs", "2", "--out-dir", str(out)],
                                 BOX_MB, 2)
     honest, flood = (read_report(out / name / "score_report.json") for name in ("honest", "flood"))
-    assert honest.total.points == HONEST_SCORE_06 and honest.complete, (honest.total, honest.problems, run.output[-2000:])
+    assert honest.complete and 0 < honest.total.points == honest.total.max_points, \
+        (honest.total, honest.problems, run.output[-2000:])
     assert "BOMB drew a line" in (out / "flood" / "logs" / f"{task.name}.log").read_text(errors="replace")
     lost = [t for t in flood.tests() if t.lost]
     assert lost and all("more than 200,000 points" in t.feedback for t in lost), [(t.id, t.feedback[:200]) for t in lost]
