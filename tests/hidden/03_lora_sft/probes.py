@@ -131,6 +131,12 @@ def adapted_dropout(module, config, r, alpha, dropout, x_seed=0):
     that is, whether the adapters drop anything."""
     model = build_model(config, "cpu")
     module.add_lora(model, r, alpha, "all-linear", dropout)
+    return _dropping(module, model, x_seed)
+
+
+def _dropping(module, model, x_seed):
+    """For every LoRALinear of `model`: whether its training-mode output differs from its eval-mode
+    output once lora_B is nonzero."""
     dropping = {}
     gen = torch.Generator().manual_seed(x_seed)
     for name, layer in model.named_modules():
@@ -154,17 +160,7 @@ def adapted_with_defaults(module, config, r, alpha, x_seed=0):
         module.add_lora(model, r, alpha)
     except Exception as exc:          # a default that selects nothing raises: an answer to judge
         return {"raised": type(exc).__name__, "message": str(exc)[:200]}
-    dropping = {}
-    gen = torch.Generator().manual_seed(x_seed)
-    for name, layer in model.named_modules():
-        if isinstance(layer, module.LoRALinear):
-            with torch.no_grad():
-                layer.lora_B.fill_(1.0)
-                x = torch.randn(4, layer.lora_A.shape[1], generator=gen)
-                layer.train()
-                train_out = layer(x)
-                layer.eval()
-                dropping[name] = not torch.equal(train_out, layer(x))
+    dropping = _dropping(module, model, x_seed)
     return {"raised": None, "adapted": sorted(dropping), "dropping": dropping}
 
 

@@ -170,18 +170,23 @@ def annotated_tiny_ops(rng):
     return _profile(steps)
 
 
-def slow_loader_many_steps(rng):
-    """Each of 5 to 7 steps waits D for its DataLoader and spends G < D / 2 in one matmul: per step
-    the data wins, while the table's total of the matmul (G times the steps) is larger than D."""
-    count = int(rng.integers(5, 8))
-    loader_us = float(rng.uniform(7_000, 9_000))
-    gemm_us = loader_us * float(rng.uniform(0.3, 0.4))
+def _loader_and_gemm_steps(count, loader_us, gemm_us):
+    """`count` steps, each waiting `loader_us` for its DataLoader, then one matmul of `gemm_us`."""
     steps = []
     for number in range(1, 1 + count):
         loader = ("user_annotation", REGION_NAMES["data_loading"], loader_us, [])
         forward = ("user_annotation", "forward", 80.0, [("cpu_op", "aten::mm", gemm_us, [])])
         steps.append(("user_annotation", f"ProfilerStep#{number}", 120.0, [loader, forward]))
     return _profile(steps)
+
+
+def slow_loader_many_steps(rng):
+    """Each of 5 to 7 steps waits D for its DataLoader and spends G < D / 2 in one matmul: per step
+    the data wins, while the table's total of the matmul (G times the steps) is larger than D."""
+    count = int(rng.integers(5, 8))
+    loader_us = float(rng.uniform(7_000, 9_000))
+    gemm_us = loader_us * float(rng.uniform(0.3, 0.4))
+    return _loader_and_gemm_steps(count, loader_us, gemm_us)
 
 
 def attention_region_of_matmuls(rng):
@@ -243,12 +248,7 @@ def loader_beside_gemm(rng, *, count, leader):
     both in ms, is all that decides. Nothing else costs more than a few percent of D."""
     loader_us = float(rng.uniform(7_000, 9_000))
     gemm_us = loader_us * (1.0 + RATIO_GAP if leader == "gemm" else 1.0 - RATIO_GAP)
-    steps = []
-    for number in range(1, 1 + count):
-        loader = ("user_annotation", REGION_NAMES["data_loading"], loader_us, [])
-        forward = ("user_annotation", "forward", 80.0, [("cpu_op", "aten::mm", gemm_us, [])])
-        steps.append(("user_annotation", f"ProfilerStep#{number}", 120.0, [loader, forward]))
-    return _profile(steps)
+    return _loader_and_gemm_steps(count, loader_us, gemm_us)
 
 
 CPU_PROFILES = {"launch_overhead": annotated_tiny_ops, "data_loading": slow_loader_many_steps,
