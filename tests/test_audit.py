@@ -13,12 +13,11 @@ TASKS = COURSE.tasks()
 # audit's engine is tested on a synthetic task in test_forked_gradings.
 DEFAULT_TIER_TASKS = ("01",)
 # Every suite's operator mutants are killed or declared equivalent, and its audit grades them: every
-# one, or a fixed sample where all would take too long. 01's 251 add about 8 s to the default tier; in
-# the full tier 03's 433, 04's 764 and 06's 496 about two minutes each, 05's 582 about 40 s; 02's 834
-# about ten minutes (its training runs), so the full tier draws 100 of them, and `grader audit 02
-# --operators` grades them all.
-OPERATOR_SAMPLES = {"01": OperatorSample(), "02": OperatorSample(size=100), "03": OperatorSample(),
-                    "04": OperatorSample(), "05": OperatorSample(), "06": OperatorSample()}
+# one where that is quick (01's 251 add about 8 s to the default tier, 05's 582 about 40 s to the full
+# tier), a fixed sample where all of them would take minutes (all of 02's 834 about ten, run the
+# graded training; 03's, 04's and 06's about two each). `grader audit --operators` grades them all.
+OPERATOR_SAMPLES = {"01": OperatorSample(), "02": OperatorSample(size=100), "03": OperatorSample(size=150),
+                    "04": OperatorSample(size=250), "05": OperatorSample(), "06": OperatorSample(size=200)}
 
 
 @pytest.fixture(scope="module")
