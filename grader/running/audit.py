@@ -132,20 +132,24 @@ class TaskAudit:
                 "entries": [{**vars(e), "ok": e.ok, "verdict": e.verdict} for e in self.entries]}
 
 
+Samples = OperatorSample | dict[str, OperatorSample] | None     # one for every task, or one per task name
+
+
 def audit(tasks: list[Task], jobs: int = 2, backend: str = "inprocess", seed: int = 0,
-          operators: OperatorSample | None = None) -> list[TaskAudit]:
+          operators: Samples = None) -> list[TaskAudit]:
     """Every task's audit at one seed of the suites' random inputs, with the `operators` sample of
-    its operator mutants (none when None)."""
+    its operator mutants (none when None, or when a dict of samples names it not)."""
     return [audits[0] for audits in sweep(tasks, [seed], jobs, backend, operators)]
 
 
 def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "inprocess",
-          operators: OperatorSample | None = None) -> list[list[TaskAudit]]:
+          operators: Samples = None) -> list[list[TaskAudit]]:
     """Every task's audit at each of `seeds` (per task, one TaskAudit per seed, in order): the
     variants are written once; each task's suite is collected once per seed, and each tree graded
     in a fork of that session, `jobs` at a time (`grader.session.variant_forks`)."""
+    sample_of = operators.get if isinstance(operators, dict) else lambda name: operators
     with tempfile.TemporaryDirectory(prefix="grader-audit-") as scratch, ThreadPoolExecutor(max(1, jobs)) as writers:
-        written = writers.map(lambda task: _subjects(task, Path(scratch), operators), tasks)
+        written = writers.map(lambda task: _subjects(task, Path(scratch), sample_of(task.name)), tasks)
         found_by_task = {task.name: found for task, found in zip(tasks, written)}
         subjects = {name: found.subjects for name, found in found_by_task.items()}
         orders = {name: _grading_order(found) for name, found in subjects.items()}
