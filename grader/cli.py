@@ -106,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep the reports --out-dir already holds and grade only the missing ones")
     grade.add_argument("--submission-timeout", type=float, default=runner.RUN_LIMIT_S, metavar="SECONDS",
                        help=f"wall-time limit of one submission's grading (default {runner.RUN_LIMIT_S:g})")
+    grade.add_argument("--received-times", type=Path, metavar="CSV",
+                       help="when each submission was handed in, for the late policy: `submission,received_at` "
+                            "rows (its name or path, an ISO 8601 time with its UTC offset); default: its files' times")
     _batch_options(grade)
     _report_outputs(grade, one_submission=True, platforms=True)
     grade.set_defaults(command=_grade)
@@ -133,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("folder", type=Path, metavar="DIR",
                          help="a batch's folder: DIR/<submission>/score_report.json (as grade --out-dir writes)")
     summary.set_defaults(command=_summary)
+
+    from grader.gradebook.commands import add_commands
+    add_commands(commands)
 
     for channel in CHANNELS:
         command = commands.add_parser(channel.command, help=channel.help)
@@ -270,30 +276,30 @@ def _grade(args, tasks, console) -> int:
             console.print("[red]--executor slurm needs submitit (pip install -e '.[cluster]') and Slurm's sbatch "
                           "on the PATH[/]")
             return USAGE
-    wanted, limits = _isolation_wanted(args), sandbox.Limits.from_env()
+    out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
     try:
-        where = levels.resolve(wanted, "worker", limits)
+        template = grading_template(args, tasks, args.paths, out_dir, console)
     except levels.IsolationUnavailable as exc:
-        console.print(f"[red]{escape(str(exc))}[/]")
         if len(args.paths) == 1:          # a platform reads these files: they say why nothing was graded
             _write_outputs(levels.refused_report(exc, args.paths[0]), args)
         return USAGE
-    out_dir = args.out_dir or (Path("grading") if len(args.paths) > 1 else None)
-    level, reason = where["level"], where["reason"]
-    if level == "none":
-        console.print(f"[yellow]warning: learner code runs unprotected here, with this user's rights "
-                      f"({escape(reason)}): grade trusted code only, or use --isolation required[/]")
-    if level == "uid":          # workers of another uid: the batch's results and submissions are the owner's alone
-        if out_dir:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        uid_jail.seal(*([out_dir] if out_dir else []), *args.paths)
-    template = runner.GradingRun(Path("."), tasks, isolation=where, limits=limits, seed=args.seed)
+    from grader.gradebook.batches import Recorder
+    from grader.gradebook.handed_in import TimesError, read_times
+    from grader.gradebook.store import Gradebook, GradebookError
+    try:       # refused before anything is graded: a gradebook this grader cannot use, a times file with a typo
+        times = read_times(args.received_times) if args.received_times else None
+        book = Gradebook.open(out_dir) if out_dir and not shard else None
+    except (GradebookError, TimesError) as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return USAGE
     from grader.running.progress import BatchProgress
-    with BatchProgress(console=console) as progress:
+    with BatchProgress(console=console) as progress, book or contextlib.nullcontext():
         entries = batch.grade(args.paths, template, out_dir, jobs=args.jobs, resume=args.resume,
-                              limit_s=args.submission_timeout, shard=shard, executor=_executor(args, out_dir, wanted),
+                              limit_s=args.submission_timeout, shard=shard,
+                              executor=_executor(args, out_dir, _isolation_wanted(args)),
                               on_plan=progress.planned, on_done=lambda entry: progress.finished(entry.report),
-                              on_poll=progress.queue)
+                              on_poll=progress.queue, record=book and Recorder(book, args.executor, times))
+        class_rows = _class_rows(book, out_dir, entries, whole_batch=shard is not None)
     reports = [entry.graded for entry in entries]
     if len(reports) == 1:
         unwritten = _write_outputs(reports[0], args)      # first: the files are what a platform reads
@@ -302,8 +308,8 @@ def _grade(args, tasks, console) -> int:
         console.print(batch_table([e.name for e in entries], reports))
         unwritten = []
     if out_dir:
-        unwritten += _write_batch_outputs(out_dir, entries, whole_batch=shard is not None)
-        console.print(f"reports, logs and the class summary (summary.csv, concepts.csv, class.html): "
+        unwritten += _write_batch_outputs(out_dir, entries, class_rows)
+        console.print(f"reports, logs, the gradebook and the class summary (summary.csv, concepts.csv, class.html): "
                       f"{escape(str(out_dir))}/")
     if any(not r.complete for r in reports) or unwritten:
         return INCOMPLETE
@@ -312,13 +318,45 @@ def _grade(args, tasks, console) -> int:
     return OK
 
 
+def grading_template(args, tasks, paths: list[Path], out_dir: Path | None, console) -> runner.GradingRun:
+    """What every submission of a batch (or a regrade) is graded like: at the isolation asked for,
+    resolved on this machine (said, and raised, when it cannot be given), with a warning where
+    learner code runs unprotected; at the uid level the batch's folder and submissions are sealed
+    to their owner."""
+    wanted, limits = _isolation_wanted(args), sandbox.Limits.from_env()
+    try:
+        where = levels.resolve(wanted, "worker", limits)
+    except levels.IsolationUnavailable as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        raise
+    level, reason = where["level"], where["reason"]
+    if level == "none":
+        console.print(f"[yellow]warning: learner code runs unprotected here, with this user's rights "
+                      f"({escape(reason)}): grade trusted code only, or use --isolation required[/]")
+    if level == "uid":          # workers of another uid: the batch's results and submissions are the owner's alone
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        uid_jail.seal(*([out_dir] if out_dir else []), *paths)
+    return runner.GradingRun(Path("."), tasks, isolation=where, limits=limits, seed=getattr(args, "seed", None))
+
+
+def _class_rows(book, out_dir: Path | None, entries, whole_batch: bool) -> list:
+    """The rows of the class files: the gradebook's current grades; a shard's, every report in the
+    out-dir so far (the other shards' too: `grader summary DIR` records them once all have ended)."""
+    from grader.gradebook.batches import class_entries
+    from grader.reports.summary import load_entries
+    if book is not None:
+        return class_entries(book, COURSE)
+    return load_entries(out_dir) if whole_batch and out_dir else entries
+
+
 def _isolation_wanted(args) -> str:
     """The isolation asked for: as given on the command line; else `required` when a platform takes
     the result as a grade (no forgotten flag grades learner code unprotected for a platform); else
     `auto`."""
     if args.isolation:
         return args.isolation
-    return "required" if any(getattr(args, output.option) for output in FORMATS if output.platform) else "auto"
+    return "required" if any(getattr(args, output.option, None) for output in FORMATS if output.platform) else "auto"
 
 
 def _write_outputs(report: ScoreReport, args) -> list[str]:
@@ -334,20 +372,22 @@ def _write_outputs(report: ScoreReport, args) -> list[str]:
     return unwritten
 
 
-def _write_batch_outputs(out_dir: Path, entries, whole_batch: bool = False) -> list[str]:
-    """Each submission's page and the class summary. A page that cannot be written costs that
-    submission its page alone (said in its gradebook row and on stderr); the others' pages and
-    the class files are written all the same. With `whole_batch` (a shard), the class summary is
-    of every report in the out-dir so far, the other shards' too."""
+def _write_batch_outputs(out_dir: Path, entries, class_rows) -> list[str]:
+    """Each submission's page, and the class summary of `class_rows`. A page that cannot be
+    written costs that submission its page alone (said in its summary row and on stderr); the
+    others' pages and the class files are written all the same."""
     from grader.reports.html import report_html
-    from grader.reports.summary import load_entries, write_class_summary
+    from grader.reports.summary import write_class_summary
     unwritten = []
     for entry in entries:
         page = out_dir / entry.name / "report.html"
         failed = _attempt("HTML page", page, lambda path, report=entry.report: write_text_atomically(path, report_html(report)))
         entry.unwritten += failed
         unwritten += failed
-    _, failed = write_class_summary(out_dir, load_entries(out_dir) if whole_batch else entries)
+    pages_unwritten = {entry.name: entry.unwritten for entry in entries}
+    for row in class_rows:          # a page's failure is said in its learner's summary row
+        row.unwritten = pages_unwritten.get(row.name, row.unwritten)
+    _, failed = write_class_summary(out_dir, class_rows)
     for why in failed:
         _say_unwritten(why)
     return unwritten + failed
@@ -406,18 +446,41 @@ def _audit(args, tasks, console) -> int:
     return OK if all(a.ok for a in audits) else FAILED
 
 
+def write_class_files(folder: Path, book) -> list[str]:
+    """summary.csv, concepts.csv and class.html from the gradebook's current grades, the reports
+    in `folder` that cannot be read listed too; what could not be written (also on stderr)."""
+    from grader.gradebook.batches import class_entries
+    from grader.reports.summary import load_entries, write_class_summary
+    unreadable = [entry for entry in load_entries(folder) if entry.report is None]
+    _, failed = write_class_summary(folder, class_entries(book, COURSE, unreadable))
+    for why in failed:
+        _say_unwritten(why)
+    return failed
+
+
 def _summary(args, tasks, console) -> int:
+    from grader.gradebook.batches import Recorder, class_entries
+    from grader.gradebook.store import Gradebook, GradebookError
     from grader.reports.summary import load_entries, write_class_summary
     entries = load_entries(args.folder) if args.folder.is_dir() else []
     if not entries:
         console.print(f"[red]no score reports in {args.folder} (expected DIR/<submission>/score_report.json)[/]")
         return USAGE
-    written, failed = write_class_summary(args.folder, entries)
+    unreadable = [e for e in entries if e.report is None]
+    try:      # every report recorded (a shard's, an array task's): recording one twice changes nothing
+        with Gradebook.open(args.folder) as book:
+            record = Recorder(book, "reports on disk")
+            for entry in entries:
+                record(entry)
+            rows = class_entries(book, COURSE, unreadable)
+    except GradebookError as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return USAGE
+    written, failed = write_class_summary(args.folder, rows)
     for path in written:
         console.print(f"wrote {path}")
     for why in failed:
         _say_unwritten(why)
-    unreadable = [e for e in entries if e.report is None]
     for entry in unreadable:
         console.print(f"[red]{entry.name}: {entry.status}[/]")
     return INCOMPLETE if failed or unreadable or any(not e.report.complete for e in entries if e.report) else OK

@@ -9,6 +9,7 @@ any other folder laid out the same way is a course too (a suite author's small t
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -121,6 +122,23 @@ class Task:
         if hidden and self.hidden_dir.is_dir():
             paths.append(self.hidden_dir)
         return paths
+
+    def suite_sha256(self, hidden: bool) -> str:
+        """The version of the suites that grade this task: a digest of every file in its suite
+        folders that a grading reads (the tests, their probes and oracles, their data), by path
+        and content. The learner's module, the READMEs, hints and notebooks, and what only the
+        audit reads are left out: editing a hint changes no grade, tightening a test does."""
+        digest = hashlib.sha256()
+        for folder in self.suite_paths(hidden):
+            for path in sorted(p for p in folder.rglob("*") if p.is_file() and self._grades_with(p, folder)):
+                digest.update(f"{path.relative_to(self.course.root).as_posix()}\0".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return digest.hexdigest()
+
+    def _grades_with(self, path: Path, folder: Path) -> bool:
+        parts = path.relative_to(folder).parts
+        return not (parts[0] in AUDIT_ONLY or any(p.startswith(".") or p == "__pycache__" for p in parts)
+                    or path.suffix in (".md", ".ipynb") or (folder == self.exercise_dir and path.name == f"{self.module}.py"))
 
     def probe_files(self) -> list[Path]:
         """The files a worker needs to run this task's probes: each suite folder's `probes.py`

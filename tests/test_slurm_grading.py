@@ -1,7 +1,8 @@
 """`grader grade --executor slurm` on the one-node Slurm of `.ci/slurm-up`: three small
 submissions (task 01: the reference twice, the stub once) graded as a job array give the scores
-a local batch gives; an array task cancelled while it grades leaves a report that says the
-scheduler ended it, and `--resume` grades that submission alone, nothing twice.
+a local batch gives, and the same gradebook; an array task cancelled while it grades leaves a
+report that says the scheduler ended it, and `--resume` grades that submission alone, nothing
+twice.
 
 One array task runs at a time (`--max-tasks 1`), so the second is cancelled while the first's
 report is already in and the third's task has not started. Skips where Slurm cannot start.
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from grader.course import COURSE
+from grader.gradebook import grades
+from grader.gradebook.store import Gradebook
 
 pytest.importorskip("submitit", reason="submitit is not installed (pip install -e '.[test]')")
 
@@ -108,6 +111,15 @@ def test_a_slurm_batch_grades_like_a_local_one_and_resumes_what_the_scheduler_ca
     for name in ("alice", "carol"):
         assert again[name]["run"]["run_id"] == first[name]["run"]["run_id"]
     assert again["bob"]["complete"] and again["bob"]["run"]["run_id"]
+    # the same gradebook as the local batch's: each learner's current results, test by test
+    assert gradebook_view(out) == gradebook_view(tmp_path / "local")
+
     assert len(list(jobs.glob("*_submitted.pkl"))) == 3 + 1, sorted(p.name for p in jobs.iterdir())
     with open(out / "summary.csv") as f:
         assert len(f.read().splitlines()) == 1 + 3
+
+
+def gradebook_view(out: Path) -> dict:
+    with Gradebook.open(out, create=False) as book:
+        return {grade.learner: {test.id: (test.status, test.points) for test in grade.report.tests()}
+                for grade in grades.current(book, COURSE)}

@@ -17,6 +17,7 @@ import io
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.reports import figures
 from grader.reports.html import bar, image, page
@@ -29,7 +30,12 @@ from grader.schema.report import (
     write_text_atomically,
 )
 
+if TYPE_CHECKING:
+    from grader.gradebook.grades import LearnerGrade
+
 CLASS_FILES = ("summary.csv", "concepts.csv", "class.html")    # beside the submissions' folders
+GRADEBOOK_FILES = ("gradebook.sqlite", "gradebook.sqlite-journal")    # there too: the gradebook and its journal
+BATCH_FILES = (*CLASS_FILES, *GRADEBOOK_FILES)         # no submission's folder is ever named one of these
 MOST_OFTEN_LOST = 10
 
 
@@ -42,6 +48,7 @@ class Entry:
     report: ScoreReport | None
     unreadable: str | None = None
     unwritten: list[str] = field(default_factory=list)     # its pages that could not be written, and why
+    grade: LearnerGrade | None = None      # from the gradebook: overrides and the late penalty applied
 
     @property
     def graded(self) -> ScoreReport:
@@ -102,21 +109,32 @@ def write_class_summary(folder: Path, entries: list[Entry]) -> tuple[list[Path],
 
 
 def write_gradebook(path: Path, entries: list[Entry]) -> None:
-    """summary.csv: one row per submission, one column per task (its points); written atomically,
-    so a batch killed while writing it leaves the previous one."""
+    """summary.csv: one row per submission, one column per task (its points: from the gradebook,
+    after overrides and the late penalty), the total, then the raw points, the penalty and the
+    notes an instructor should read; written atomically, so a batch killed while writing it
+    leaves the previous one."""
     tasks = sorted({t.task for e in entries if e.report for t in e.report.tasks})
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["submission", "path", *tasks, "points", "max_points", "percent", "status", "problems"])
+    writer.writerow(["submission", "path", *tasks, "points", "max_points", "percent", "status", "problems",
+                     "raw_points", "late_penalty_points", "notes"])
     for entry in entries:
         report = entry.report
         if report is None:
-            writer.writerow(inert([entry.name, entry.path, *[""] * len(tasks), "", "", "", entry.status, ""]))
+            writer.writerow(inert([entry.name, entry.path, *[""] * len(tasks), "", "", "", entry.status, "",
+                                   "", "", ""]))
             continue
-        total = report.total
-        cells = ["" if (result := report.task(t)) is None else result.points for t in tasks]
-        writer.writerow(inert([entry.name, entry.path, *cells, total.points, total.max_points, total.percent,
-                               entry.status, " | ".join([*report.problems, *entry.unwritten])]))
+        raw = report.total
+        if entry.grade is None:
+            cells = ["" if (result := report.task(t)) is None else result.points for t in tasks]
+            points, penalty, notes = raw.points, 0.0, []
+        else:
+            cells = ["" if (grade := entry.grade.task(t)) is None else grade.final for t in tasks]
+            points, penalty, notes = entry.grade.final, entry.grade.penalty, entry.grade.notes
+        percent = round(100.0 * points / raw.max_points, 2) if raw.max_points else 0.0
+        writer.writerow(inert([entry.name, entry.path, *cells, points, raw.max_points, percent,
+                               entry.status, " | ".join([*report.problems, *entry.unwritten]),
+                               raw.points, penalty, " | ".join(notes)]))
     write_text_atomically(Path(path), buffer.getvalue())
 
 

@@ -18,7 +18,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.reports.summary import CLASS_FILES, Entry, write_gradebook
+from grader.reports.summary import BATCH_FILES, Entry, write_gradebook
 from grader.running import runner
 from grader.running.executors import Executor, LocalExecutor, Unit, not_finished
 from grader.running.shards import Shard
@@ -33,7 +33,7 @@ def unique_names(paths: list[Path], kept: dict[int, str] | None = None, taken: S
     systems do): the submission's own name (a zip's without `.zip`), and for a repeated one the
     first of `-2`, `-3`, ... that no submission of the batch is called, so a learner who named
     theirs `sub-2` keeps it. A name is learner data (an upload's file name), so it is made a plain
-    folder name first: never `.`, `..` or hidden, never a path, never the gradebook's own name,
+    folder name first: never `.`, `..` or hidden, never a path, never a file of the batch folder's own (`BATCH_FILES`),
     never longer than a file system allows. `kept` gives some submissions (by index) their name already; no other
     takes it or `taken`."""
     kept = kept or {}
@@ -54,18 +54,20 @@ def unique_names(paths: list[Path], kept: dict[int, str] | None = None, taken: S
 def folder_name(raw: str) -> str:
     name = _UNSAFE.sub("_", raw).lstrip(".-")
     name = name.encode("utf-8")[:MAX_NAME_BYTES].decode("utf-8", "ignore") or "submission"
-    return f"{name}_" if name.lower() in CLASS_FILES else name
+    return f"{name}_" if name.lower() in BATCH_FILES else name
 
 
 def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, *, jobs: int = 1,
           resume: bool = False, limit_s: float = runner.RUN_LIMIT_S, on_done=None, shard: Shard | None = None,
-          executor: Executor | None = None, on_poll=None, on_plan=None) -> list[Entry]:
+          executor: Executor | None = None, on_poll=None, on_plan=None, record=None) -> list[Entry]:
     """Grade every submission like `template` (its `impl` and `out_dir` are replaced), by
     `executor` (default: here, `jobs` at a time); with `resume`, keep the reports `out_dir`
     already holds, each for the submission whose path it records. With `shard`, only that slice
     of the batch is graded and returned, and `summary.csv` is left to the whole batch's summary:
     the other shards are writing the same folder. `on_plan(kept, to_grade)` once it is known
-    how many of them the out-dir holds already; `on_poll` goes to the executor."""
+    how many of them the out-dir holds already; `on_poll` goes to the executor. `record(entry)`
+    as each report is in (the gradebook's writer), and at the end for every report of the batch,
+    the ones kept from before included: recording one twice changes nothing."""
     resumed = _reports_on_disk(out_dir, paths) if resume and out_dir is not None else _OnDisk({}, {}, set())
     names = unique_names(paths, kept=resumed.names, taken=resumed.others)
     entries = [Entry(name, str(path), resumed.reports.get(index)) for index, (name, path) in enumerate(zip(names, paths))]
@@ -81,6 +83,8 @@ def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, 
         entry = by_place[unit.place]
         with lock:
             entry.report = report
+            if record:
+                record(entry)
             if out_dir is not None and shard is None:
                 write_gradebook(out_dir / "summary.csv", entries)
             if on_done:
@@ -89,6 +93,9 @@ def grade(paths: list[Path], template: runner.GradingRun, out_dir: Path | None, 
     for unit in units:
         if by_place[unit.place].report is None:     # an executor that ended without its result: said, not lost
             finished(unit, ScoreReport.failed("the grading ended without a score report", {"path": unit.path}))
+    if record:
+        for i in chosen:
+            record(entries[i])
     return [entries[i] for i in chosen]
 
 

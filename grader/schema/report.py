@@ -7,7 +7,7 @@ Schema (version 1), documented in docs/instructor/README.md ("The score report")
      "complete": bool, "problems": [str], "stopped_early": null or why, "isolation": {...},
      "run": {run record}, "submission": {"path", "commit"},
      "total": {"points", "max_points", "not_graded_points", "percent"},
-     "tasks": [{"task", "title", "module": {"path", "found", "sha256", "flags"},
+     "tasks": [{"task", "title", "module": {"path", "found", "sha256", "flags"}, "suite_sha256",
                 "points", "max_points", "not_graded_points", "percent", "counts": {status: n},
                 "tests": [{"id", "suite", "title", "status", "graded", "points", "max_points",
                            "concept", "feedback", "output", "duration_s", "location", "artifacts"}]}]}
@@ -141,6 +141,7 @@ class TaskResult:
     title: str
     module: ModuleInfo
     tests: list[TestResult] = field(default_factory=list)
+    suite_sha256: str | None = None     # the version of the suites that graded it (`Task.suite_sha256`)
 
     @property
     def points(self) -> float:
@@ -159,7 +160,7 @@ class TaskResult:
         return _percent(self.points, self.max_points)
 
     def to_json(self) -> dict:
-        return {"task": self.task, "title": self.title, "module": asdict(self.module),
+        return {"task": self.task, "title": self.title, "module": asdict(self.module), "suite_sha256": self.suite_sha256,
                 **_totals(self.points, self.max_points, self.not_graded_points),
                 "counts": dict(Counter(t.status for t in self.tests)),
                 "tests": [t.to_json() for t in self.tests]}
@@ -167,7 +168,7 @@ class TaskResult:
     @classmethod
     def from_json(cls, data: dict) -> TaskResult:
         return cls(data["task"], data["title"], ModuleInfo(**_known(ModuleInfo, data["module"])),
-                   [TestResult.from_json(t, data["task"]) for t in data["tests"]])
+                   [TestResult.from_json(t, data["task"]) for t in data["tests"]], data.get("suite_sha256"))
 
 
 @dataclass

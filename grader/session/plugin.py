@@ -145,6 +145,7 @@ class GradingSession:
         self.run_id = graded.run_id or new_run_id(self.started)
         self._tmp_logs: tempfile.TemporaryDirectory | None = None
         self._course_commit: str | None = None
+        self._suite_versions: dict[tuple[str, bool], str] = {}     # (task, hidden) -> `Task.suite_sha256`
         self._no_results_yet()
 
     def _no_results_yet(self) -> None:
@@ -269,8 +270,9 @@ class GradingSession:
         tasks = []
         for name in sorted(tasks_seen):
             task = tasks_seen[name]
-            tasks.append(TaskResult(task.name, task.title, self._module_info(task),
-                                    [r for r in results.values() if r.task == name]))
+            tests = [r for r in results.values() if r.task == name]
+            tasks.append(TaskResult(task.name, task.title, self._module_info(task), tests,
+                                    self._suite_sha256(task, hidden=any(t.suite == "hidden" for t in tests))))
         report = ScoreReport(run={}, submission={"path": str(self.spec.impl), "commit": intake.git_head(self.spec.impl)},
                              tasks=tasks, problems=problems, stopped_early=self.stopped_early,
                              isolation=self.spec.isolation)
@@ -288,6 +290,11 @@ class GradingSession:
                                 commit=self._course_commit or None, config=config, seed=self.spec.seed,
                                 metrics=metrics)
         return report
+
+    def _suite_sha256(self, task: Task, hidden: bool) -> str:
+        if (task.name, hidden) not in self._suite_versions:
+            self._suite_versions[task.name, hidden] = task.suite_sha256(hidden)
+        return self._suite_versions[task.name, hidden]
 
     def _module_info(self, task: Task) -> ModuleInfo:
         path = locate_module(self.spec.impl, task)
