@@ -4,13 +4,14 @@ do as asked: an unknown learner, task or test, a policy with a typo, a gradebook
 from __future__ import annotations
 
 import getpass
+import os
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
 from grader.course import COURSE
-from grader.gradebook import adjustments, exports, grades, regrade
+from grader.gradebook import adjustments, canvas_push, exports, grades, regrade
 from grader.gradebook.similarity import THRESHOLD, similarity
 from grader.gradebook.store import Gradebook, GradebookError, now
 from grader.isolation import levels
@@ -70,6 +71,13 @@ def add_commands(commands) -> None:
                      help="each learner's LMS identity: `learner` and any of " + ", ".join(exports.ROSTER_FIELDS))
     cmd.add_argument("--canvas", type=Path, metavar="OUT", help="write Canvas's Gradebook import CSV here")
     cmd.add_argument("--moodle", type=Path, metavar="OUT", help="write Moodle's grade import CSV here")
+    canvas = cmd.add_argument_group(f"straight into Canvas (canvasapi; the token in ${canvas_push.TOKEN_ENV}): a dry "
+                                    "run that reads the course and says what would be posted, then --push")
+    canvas.add_argument("--canvas-url", metavar="URL", help="the Canvas instance, e.g. https://canvas.example.edu")
+    canvas.add_argument("--canvas-course", type=int, metavar="ID", help="the course's id in Canvas")
+    canvas.add_argument("--assignment", action="append", default=[], metavar="TASK=ID",
+                        help="post a task's final points to this Canvas assignment (repeat per task)")
+    canvas.add_argument("--push", action="store_true", help="post the grades (without it: the dry run only)")
     cmd.set_defaults(command=_export)
 
     cmd = commands.add_parser("similarity", help="pairs of learners whose modules of a task share more code than "
@@ -222,8 +230,13 @@ def _adjust(args, console, adjust) -> int:
 def _export(args, tasks, console) -> int:
     wanted = [(kind, path, render) for kind, path, render in
               (("canvas", args.canvas, exports.canvas_csv), ("moodle", args.moodle, exports.moodle_csv)) if path]
-    if not wanted:
-        console.print("[red]give --canvas OUT, --moodle OUT or both[/]")
+    if not wanted and not args.canvas_url:
+        console.print("[red]give --canvas OUT, --moodle OUT, --canvas-url URL, or several[/]")
+        return USAGE
+    try:
+        assignments = _assignments(args) if args.canvas_url else {}
+    except ValueError as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
         return USAGE
     book = _open(args.folder, console)
     if book is None:
@@ -242,6 +255,14 @@ def _export(args, tasks, console) -> int:
                 db.execute("INSERT INTO exports (kind, path, rows, exported_at) VALUES (?, ?, ?, ?)",
                            (kind, str(path.absolute()), rows, now()))
             console.print(f"{kind}: {rows} learner(s) -> {escape(str(path))}")
+        if args.canvas_url:
+            try:
+                said = _canvas(args, assignments, current, roster, book)
+            except exports.ExportError as exc:
+                console.print(f"[red]{escape(str(exc))}[/]")
+                return USAGE
+            for line in said:
+                console.print(escape(line))
         for learner in exports.never_graded(current, roster):
             console.print(f"[yellow]{escape(learner)} is in the roster but has no grading: their cells are empty[/]")
         notes = [f"{grade.learner}: {note}" for grade in current for note in grade.notes]
@@ -278,6 +299,40 @@ def _similarity(args, tasks, console) -> int:
     if len(found.compared) >= 2:
         console.print(f"side by side: {escape(str(html))}")
     return OK
+
+
+def _assignments(args) -> dict[str, int]:
+    """--assignment TASK=ID, each task named as the course names it."""
+    if args.canvas_course is None or not args.assignment:
+        raise ValueError("--canvas-url needs --canvas-course ID and at least one --assignment TASK=ID")
+    if not os.environ.get(canvas_push.TOKEN_ENV):
+        raise ValueError(f"--canvas-url needs a Canvas API token in ${canvas_push.TOKEN_ENV}")
+    found = {}
+    for given in args.assignment:
+        task, _, number = given.partition("=")
+        if not number.strip().isdigit():
+            raise ValueError(f"--assignment {given}: expected TASK=ID, e.g. 01=1234")
+        try:
+            found[COURSE.task_named(task.strip()).name] = int(number)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+    return found
+
+
+def _canvas(args, assignments, current, roster, book) -> list[str]:
+    """The dry run's plan, and with --push the grades posted (and recorded as an export)."""
+    from canvasapi import Canvas
+    canvas = Canvas(args.canvas_url, os.environ[canvas_push.TOKEN_ENV])
+    planned = canvas_push.plan(canvas, args.canvas_course, assignments, current, roster)
+    said = canvas_push.described(planned)
+    if not args.push:
+        return [*said, "dry run: nothing was posted; add --push to post these grades"]
+    said += canvas_push.push(canvas, args.canvas_course, planned)
+    with book.transaction() as db:
+        db.execute("INSERT INTO exports (kind, path, rows, exported_at) VALUES (?, ?, ?, ?)",
+                   ("canvas push", f"{args.canvas_url} course {args.canvas_course}",
+                    sum(len(item.grades) for item in planned), now()))
+    return said
 
 
 def _rewrite_class_files(folder: Path, book: Gradebook) -> int:
