@@ -151,6 +151,8 @@ def test_the_deltas_are_exactly_what_the_tightened_test_implies(rehearsal):
     said, out = rehearsal
     changed = {(d.learner, c.test.rsplit("::", 1)[1], c.gained) for d in said["deltas"] for c in d.changes}
     assert changed == {(f"zabs{i}", "test_doubles_small", -1.0) for i in range(1, 5)}
+    page = (out / "zabs2" / "report.html").read_text()          # the learner's page shows the regrade too
+    assert "a negative input keeps its sign" in page
     assert all(d.task == "01_demo" for d in said["deltas"])
     with sqlite3.connect(out / "gradebook.sqlite") as db:      # the killed run's learners too, from the raw rows
         rows = db.execute("SELECT s.learner, g.seq, r.test, r.points FROM results r JOIN gradings g ON g.key = r.grading "

@@ -9,6 +9,7 @@ at any moment is finished by running it again, which grades only what is still o
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from collections.abc import Callable
@@ -18,10 +19,12 @@ from pathlib import Path
 from grader.course import Course, Task
 from grader.gradebook import grades
 from grader.gradebook.store import Gradebook
+from grader.reports.html import report_html
 from grader.running import runner
 from grader.running.executors import Unit, grade_units
-from grader.schema.report import REPORT_NAME, ScoreReport, TaskResult, write_report
+from grader.schema.report import REPORT_NAME, ScoreReport, TaskResult, write_report, write_text_atomically
 
+log = logging.getLogger(__name__)
 WORK_FOLDER = ".regrade"        # in the batch's folder: each regrading's files until it is recorded
 
 
@@ -62,6 +65,7 @@ def plan(book: Gradebook, course: Course, tasks: list[Task] | None = None,
     """What a regrade grades again, learner by learner (see the module's docstring)."""
     named = tasks is not None or learners is not None
     wanted = {task.name for task in tasks} if tasks is not None else None
+    versions: dict[tuple[str, bool], str] = {}          # (task, hidden) -> the course's suite version now
     planned = []
     for grade in grades.current(book, course, learners):
         chosen, before = [], {}
@@ -73,7 +77,9 @@ def plan(book: Gradebook, course: Course, tasks: list[Task] | None = None,
             except KeyError:
                 continue          # a task the course no longer has: nothing to grade it with
             hidden = any(test.suite == "hidden" for test in task_grade.result.tests)
-            if named or task_grade.result.suite_sha256 != task.suite_sha256(hidden):
+            if (task.name, hidden) not in versions:
+                versions[task.name, hidden] = task.suite_sha256(hidden)
+            if named or task_grade.result.suite_sha256 != versions[task.name, hidden]:
                 chosen.append(task)
                 before[task.name] = task_grade.result
         if chosen:
@@ -116,11 +122,17 @@ def regrade(book: Gradebook, course: Course, planned: list[Planned], template: r
 
 
 def _write_current(book: Gradebook, course: Course, learner: str, batch_dir: Path) -> None:
-    """The learner's report in the batch folder becomes their current results (the latest grading
-    of each task), so the folder and its class files say what the gradebook says."""
+    """The learner's report and page in the batch folder become their current results (the latest
+    grading of each task), so the folder says what the gradebook says. A page that cannot be
+    rendered keeps the old one, and says why in the log (`grader --verbose`)."""
     current = grades.current(book, course, [learner])
-    if current:
-        write_report(current[0].report, batch_dir / learner / REPORT_NAME)
+    if not current:
+        return
+    write_report(current[0].report, batch_dir / learner / REPORT_NAME)
+    try:
+        write_text_atomically(batch_dir / learner / "report.html", report_html(current[0].report))
+    except Exception:           # a renderer's failure on one learner's data: their page alone
+        log.exception("the page of %s could not be written", learner)
 
 
 def _deltas(item: Planned, report: ScoreReport) -> list[Delta]:
