@@ -199,7 +199,7 @@ def test_a_times_file_without_offsets_or_header_is_refused(tmp_path):
 @pytest.mark.parametrize("argv, said", [
     (["override", "{dir}", "ada", "01", "--points", "1", "--reason", "why"], "no gradebook in"),
     (["regrade", "{dir}", "--dry-run"], "no gradebook in"),
-    (["export", "{dir}", "--roster", "{dir}/roster.csv"], "give --canvas OUT, --moodle OUT or both"),
+    (["export", "{dir}", "--roster", "{dir}/roster.csv"], "give --canvas OUT, --moodle OUT, --canvas-url URL, or several"),
 ])
 def test_the_commands_refuse_a_folder_without_a_gradebook(tmp_path, capsys, argv, said):
     assert cli.main([arg.format(dir=tmp_path) for arg in argv]) == cli.USAGE

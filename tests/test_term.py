@@ -2,7 +2,9 @@
 stubs, mutants); the late policy, an extension and two overrides are set; a hidden test is
 tightened; a regrade is killed half way and run again. The gradebook must then hold exactly what
 the change implies: the deltas, the overrides kept and flagged, the penalties, the exports, and
-every grading once."""
+every grading once. The default tier runs the command itself once on exercise 01
+(`test_grader_regrade_...`); the rehearsal and the three ways of running a batch are the full
+tier's (about a minute)."""
 import csv
 import io
 import os
@@ -126,6 +128,7 @@ def rehearsal(tmp_path_factory):
     return said, out
 
 
+@pytest.mark.full
 def test_the_first_grading_scores_each_kind_of_submission(rehearsal):
     said, _ = rehearsal
     first = said["first"]
@@ -133,6 +136,7 @@ def test_the_first_grading_scores_each_kind_of_submission(rehearsal):
     assert first["m-big1"][0] == 3.0 + 3.0 and first["m-plus1"][0] == 3.0 and first["zabs1"][0] == 8.0
 
 
+@pytest.mark.full
 def test_a_killed_regrade_run_again_grades_each_submission_once_more_and_no_more(rehearsal):
     said, out = rehearsal
     assert len(CLASS) + 5 <= said["after_kill"] < 2 * len(CLASS)
@@ -147,6 +151,7 @@ def test_a_killed_regrade_run_again_grades_each_submission_once_more_and_no_more
     assert not (out / regrade.WORK_FOLDER).exists()
 
 
+@pytest.mark.full
 def test_the_deltas_are_exactly_what_the_tightened_test_implies(rehearsal):
     said, out = rehearsal
     changed = {(d.learner, c.test.rsplit("::", 1)[1], c.gained) for d in said["deltas"] for c in d.changes}
@@ -166,6 +171,7 @@ def test_the_deltas_are_exactly_what_the_tightened_test_implies(rehearsal):
         assert lost == ({"test_doubles_small"} if learner.startswith("zabs") else set()), learner
 
 
+@pytest.mark.full
 def test_overrides_survive_the_regrade_and_are_flagged_where_their_test_changed(rehearsal):
     said, _ = rehearsal
     zabs1, zabs2, r01 = (said["current"][name] for name in ("zabs1", "zabs2", "r01"))
@@ -176,6 +182,7 @@ def test_overrides_survive_the_regrade_and_are_flagged_where_their_test_changed(
     assert not said["current"]["r06"].notes
 
 
+@pytest.mark.full
 def test_late_submissions_pay_the_policy_and_the_extension_is_honoured(rehearsal):
     said, _ = rehearsal
     penalty = {name: said["current"][name].task("01_demo").penalty_percent for name in ("r02", "r03", "r04", "r05", "r06")}
@@ -185,6 +192,7 @@ def test_late_submissions_pay_the_policy_and_the_extension_is_honoured(rehearsal
     assert said["current"]["r04"].task("01_demo").final == 3.5
 
 
+@pytest.mark.full
 def test_both_exports_parse_back_with_the_final_points(rehearsal):
     said, _ = rehearsal
     canvas = list(csv.reader(io.StringIO(said["canvas"])))
@@ -207,6 +215,7 @@ def current_results(out, course) -> dict:
                 for grade in grades.current(book, course)}
 
 
+@pytest.mark.full
 def test_one_job_two_jobs_and_two_shards_give_the_same_gradebook(tmp_path):
     course = term.write(tmp_path / "course")
     kinds = ["r1", "s1", "big", "abs"]
@@ -233,6 +242,7 @@ def test_one_job_two_jobs_and_two_shards_give_the_same_gradebook(tmp_path):
     assert current_results(sharded, course) == one
 
 
+@pytest.mark.full
 def test_the_regrade_prints_who_lost_what_and_why(rehearsal):
     said, _ = rehearsal
     console = Console(record=True, width=200)
