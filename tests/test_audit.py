@@ -13,8 +13,8 @@ TASKS = COURSE.tasks()
 # audit's engine is tested on a synthetic task in test_forked_gradings.
 DEFAULT_TIER_TASKS = ("01",)
 # Every suite's operator mutants are killed or declared equivalent, and its audit grades a fixed
-# sample of them: all of 01's (251, about 8 s of the default tier), and of the others as many as
-# keep CI within its half hour with the rest of the full tier (about 100 s together). All 3360 take
+# sample of them: all of 01's (251, about 8 s of the default tier), and of the others a few dozen
+# each (about 150 s of the full tier together). All 3360 take
 # `grader audit --operators` about 23 minutes on two cores: what a suite author runs after changing
 # a suite or its reference (docs/suite-author.md).
 OPERATOR_SAMPLES = {"01": OperatorSample(), "02": OperatorSample(size=30), "03": OperatorSample(size=50),
