@@ -13,7 +13,7 @@ from rich.table import Table
 from grader.course import COURSE
 from grader.gradebook import adjustments, canvas_push, exports, grades, regrade
 from grader.gradebook.similarity import THRESHOLD, similarity
-from grader.gradebook.store import Gradebook, GradebookError, now
+from grader.gradebook.store import Gradebook, GradebookError
 from grader.isolation import levels
 from grader.running import runner
 
@@ -251,9 +251,7 @@ def _export(args, tasks, console) -> int:
             return USAGE
         for kind, path, text in texts:
             rows = exports.write(path, text)
-            with book.transaction() as db:
-                db.execute("INSERT INTO exports (kind, path, rows, exported_at) VALUES (?, ?, ?, ?)",
-                           (kind, str(path.absolute()), rows, now()))
+            book.record_export(kind, str(path.absolute()), rows)
             console.print(f"{kind}: {rows} learner(s) -> {escape(str(path))}")
         if args.canvas_url:
             try:
@@ -328,10 +326,8 @@ def _canvas(args, assignments, current, roster, book) -> list[str]:
     if not args.push:
         return [*said, "dry run: nothing was posted; add --push to post these grades"]
     said += canvas_push.push(canvas, args.canvas_course, planned)
-    with book.transaction() as db:
-        db.execute("INSERT INTO exports (kind, path, rows, exported_at) VALUES (?, ?, ?, ?)",
-                   ("canvas push", f"{args.canvas_url} course {args.canvas_course}",
-                    sum(len(item.grades) for item in planned), now()))
+    book.record_export("canvas push", f"{args.canvas_url} course {args.canvas_course}",
+                       sum(len(item.grades) for item in planned))
     return said
 
 

@@ -202,6 +202,11 @@ class Gradebook:
         return self.db.execute("SELECT id FROM submissions WHERE learner = ? AND path = ? AND digest = ?",
                                (learner, path, digest)).fetchone()[0]
 
+    def record_export(self, kind: str, where: str, rows: int) -> None:
+        """An export written (or a push made): what, where to, and how many learners' rows."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO exports (kind, path, rows, exported_at) VALUES (?, ?, ?, ?)", (kind, where, rows, now()))
+
     def report(self, grading: str) -> ScoreReport:
         blob = self.db.execute("SELECT report FROM gradings WHERE key = ?", (grading,)).fetchone()[0]
         return ScoreReport.from_json(json.loads(zlib.decompress(blob)))
