@@ -445,12 +445,12 @@ def _no_commit(graded: Graded) -> None:
 
 
 def _signals_only_inside(graded: Graded) -> None:
-    """Of 70,000 pids, the kernel accepted signals only for processes the sandbox itself shows."""
+    """Of 70,000 pids, the kernel accepted signals only for processes in the attacker's sight and of its own uid."""
     seen = dict(graded.observed)
     assert "signals accepted by the kernel for" in seen, f"{graded.name}: the attack did not finish"
-    accepted = {pid for pids in json.loads(seen["signals accepted by the kernel for"]).values() for pid in pids}
-    inside = {pid for what, value in graded.observed if what == "processes in sight" for pid in json.loads(value)}
-    assert accepted <= inside, f"signals reached pids outside the sandbox: {sorted(accepted - inside)[:20]}"
+    for what in ("signals accepted for pids out of sight", "signals accepted for another uid's pids"):
+        reached = [json.loads(value) for seen_what, value in graded.observed if seen_what == what]
+        assert reached and not any(reached), f"{graded.name}: {what}: {reached}"
 
 
 # ---------------------------------------------------------------- the catalogue

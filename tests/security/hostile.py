@@ -128,6 +128,17 @@ _os.kill(-1, signal.SIGKILL)          # every process this one may signal (Linux
 SIGNAL_ANCESTORS = '''
 import signal
 me = _os.getpid()
+
+def owners():
+    """Every process in sight (its jail's, in the sandbox; the host's, at the uid level) and its real uid."""
+    found = {}
+    for p in visible_pids():
+        try:
+            found[int(p)] = int(open("/proc/%s/status" % p).read().split("Uid:")[1].split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
 targets = set()
 pid = me
 while True:                           # up the chain of parents, as /proc tells it
@@ -139,20 +150,25 @@ while True:                           # up the chain of parents, as /proc tells 
     if pid <= 0:
         break
     targets.add(pid)
-targets |= {int(p) for p in visible_pids()}
+in_sight = owners()
+targets |= set(in_sight)
 targets |= set(range(1, 70000))       # and the host's pids, by number
 targets.discard(me)
-delivered = {}
+delivered = set()
 for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL):
     for pid in sorted(targets):
         try:
             _os.kill(pid, sig)
-            delivered.setdefault(sig.name, []).append(pid)
+            delivered.add(pid)
         except OSError:
             pass
-    # after every round: the SIGKILL round ends the sandbox (its first process is among the targets)
-    observe("processes in sight", _json.dumps(sorted(int(p) for p in visible_pids())))
-    observe("signals accepted by the kernel for", _json.dumps(delivered))
+    # after every round (the SIGKILL round ends the sandbox: its first process is among the targets),
+    # as few bytes as the log takes whatever the host runs: the host may show tens of thousands of pids
+    in_sight.update(owners())
+    observe("signals accepted by the kernel for", len(delivered))
+    observe("signals accepted for pids out of sight", _json.dumps(sorted(delivered - set(in_sight))[:20]))
+    observe("signals accepted for another uid's pids",
+            _json.dumps(sorted(p for p in delivered if in_sight.get(p, _os.getuid()) != _os.getuid())[:20]))
 '''
 
 SIGSTOP_SELF = '''
