@@ -108,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"wall-time limit of one submission's grading (default {runner.RUN_LIMIT_S:g})")
     grade.add_argument("--received-times", type=Path, metavar="CSV",
                        help="when each submission was handed in, for the late policy: `submission,received_at` "
-                            "rows (its name or path, an ISO 8601 time with its UTC offset); default: its files' times")
+                            "rows (its name or path, an ISO 8601 time with its UTC offset); default: a clone's commit "
+                            "time, else its files' times")
     _batch_options(grade)
     _report_outputs(grade, one_submission=True, platforms=True)
     grade.set_defaults(command=_grade)

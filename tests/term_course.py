@@ -4,6 +4,9 @@ two tasks whose tests each take milliseconds, and the submissions a class hands 
 `01_demo` doubles: a visible test (1 point) and three hidden ones (2 + 1 + 1). `tighten`
 makes `test_doubles_small` check a negative input too, which only the `abs` mutant gets wrong.
 `02_other` triples: one visible test (3 points)."""
+import os
+import subprocess
+from datetime import datetime
 from pathlib import Path
 
 from grader.course import Course
@@ -84,3 +87,15 @@ def submission(folder: Path, demo: str, triple: bool = True) -> Path:
         (folder / "02_other").mkdir()
         (folder / "02_other" / "other.py").write_text(TRIPLE)
     return folder
+
+
+def commit_all(folder: Path, when: datetime) -> str:
+    """`folder` committed in a git repository of its own, the commit dated `when` (as any learner
+    can date theirs); its id."""
+    git = ["git", "-C", str(folder), "-c", "user.name=learner", "-c", "user.email=learner@example.invalid",
+           "-c", "commit.gpgsign=false"]
+    dated = {**os.environ, "GIT_AUTHOR_DATE": when.isoformat(), "GIT_COMMITTER_DATE": when.isoformat()}
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "my answers"], check=True, env=dated)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()

@@ -3,14 +3,16 @@ however often it is handed in, the late policy at its limits, and every bad inpu
 its reason and nothing written (a newer schema, a locked, damaged or foreign file, an unknown
 learner or test, points out of range, a policy with a typo, a times file without offsets). The
 term itself, graded for real, is `test_term.py`'s."""
+import shutil
 import sqlite3
+import subprocess
 from datetime import datetime, timedelta
 
 import pytest
 
 from grader import cli
 from grader.gradebook import adjustments, grades, policy, store
-from grader.gradebook.handed_in import TimesError, read_times
+from grader.gradebook.handed_in import COMMIT_TIME, FILE_TIMES, TimesError, read_times, received
 from grader.gradebook.store import Gradebook, GradebookError, Received
 from grader.schema import report as schema
 from grader.schema.report import ModuleInfo, ScoreReport, TaskResult
@@ -194,6 +196,27 @@ def test_a_times_file_without_offsets_or_header_is_refused(tmp_path):
     times.write_text("name,time\nada,2026-10-05T12:00:00+02:00\n")
     with pytest.raises(TimesError, match="header"):
         read_times(times)
+
+
+def test_a_clone_is_handed_in_when_its_commit_says_not_when_it_was_cloned(tmp_path):
+    """A fork cloned for grading after the deadline: its files bear the clone's time, its commit
+    (packed, as a clone's are) the time the learner committed; a CSV row wins over both."""
+    committed = datetime.fromisoformat("2026-10-05T23:12:00+08:00")
+    source = tmp_path / "fork"
+    (source / "01_demo").mkdir(parents=True)
+    (source / "01_demo" / "demo.py").write_text("def double(x):\n    return 2 * x\n")
+    commit = term.commit_all(source, committed)
+    clone = tmp_path / "class" / "ada"
+    subprocess.run(["git", "clone", "-q", "--no-local", str(source), str(clone)], check=True)
+    assert not list((clone / ".git" / "objects").glob("??/*")), "the clone's objects should all be packed"
+
+    handed_in = received(clone, None)
+    assert handed_in.at == committed and handed_in.at.utcoffset() == timedelta(hours=8)
+    assert handed_in.source == f"{COMMIT_TIME} ({commit[:12]})"
+    csv_time = datetime.fromisoformat("2026-10-06T01:00:00+08:00")
+    assert received(clone, {"ada": csv_time}).at == csv_time
+    shutil.rmtree(clone / ".git")
+    assert received(clone, None).source == FILE_TIMES
 
 
 @pytest.mark.parametrize("argv, said", [

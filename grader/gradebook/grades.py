@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from grader.course import Course
 from grader.gradebook import policy as late_policy
-from grader.gradebook.handed_in import FILE_TIMES
+from grader.gradebook.handed_in import SET_BY_LEARNER
 from grader.gradebook.store import Gradebook
 from grader.schema.report import ScoreReport, TaskResult
 
@@ -191,8 +191,8 @@ def _apply_late_policy(grade: TaskGrade, policy, extension: datetime | None, rec
     if received_at is None:
         grade.notes.append(f"{grade.task}: when it was handed in is unknown: no late penalty applied")
         return
-    if received_from.startswith(FILE_TIMES):
+    if received_from.startswith(SET_BY_LEARNER):
         grade.notes.append(f"{grade.task}: handed in at {received_at.isoformat()} by {received_from}, which whoever "
-                           "made the files can set: give grade --received-times from where they were collected")
+                           "made the submission can set: give grade --received-times from where it was collected")
     grade.late_by = max(received_at - deadline, timedelta(0))
     grade.penalty_percent = policy.penalty_percent_for(grade.late_by)

@@ -1,7 +1,9 @@
 """When each submission was handed in, from what the channel knows: a CSV of times an instructor
-exports from where the submissions were collected (`grade --received-times FILE`), else the
-files' own times (the newest modification time of the submission's Python files, or of the zip
-file). The source is recorded beside the time, so a report can say how much to trust it.
+exports from where the submissions were collected (`grade --received-times FILE`); else, for a
+clone of a learner's repository, the time of the commit it holds; else the files' own times (the
+newest modification time of the submission's Python files, or of the zip file). The source is
+recorded beside the time, so a report can say how much to trust it: the learner sets a commit's
+time and the files' times alike (a clone's files bear the time of the clone).
 """
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ import csv
 from datetime import UTC, datetime
 from pathlib import Path
 
+from grader.course import COURSE
 from grader.gradebook.store import Received
+from grader.session import intake
 
 FILE_TIMES = "the files' modification times"
+COMMIT_TIME = "the time its commit states"
+SET_BY_LEARNER = (FILE_TIMES, COMMIT_TIME)     # sources whoever made the submission can set
 MAX_FILES = 2000          # a tree's Python files looked at for its newest time
 
 
@@ -45,14 +51,28 @@ def read_times(path: Path) -> dict[str, datetime]:
     return times
 
 
-def received(submission: Path, times: dict[str, datetime] | None, source: str = "") -> Received:
-    """When `submission` was handed in: its row in `times` (by path, then by name), else its files' times."""
+def received(submission: Path, times: dict[str, datetime] | None) -> Received:
+    """When `submission` was handed in: its row in `times` (by path, then by name), else its own
+    repository's HEAD commit time, else its files' times."""
     for key in (str(submission), submission.name):
         if times and key in times:
-            return Received(times[key], source or "a CSV of times")
+            return Received(times[key], "a CSV of times")
+    not_listed = " (not in the CSV of times)" if times else ""
+    committed = _committed(submission)
+    if committed is not None:
+        return Received(committed[0], f"{COMMIT_TIME} ({committed[1][:12]}){not_listed}")
     newest = _newest_mtime(submission)
-    return Received(datetime.fromtimestamp(newest, UTC) if newest is not None else None,
-                    FILE_TIMES + (" (not in the CSV of times)" if times else ""))
+    return Received(datetime.fromtimestamp(newest, UTC) if newest is not None else None, FILE_TIMES + not_listed)
+
+
+def _committed(submission: Path) -> tuple[datetime, str] | None:
+    """The time and id of the commit a submission's own repository (a `.git` folder at its root,
+    never the course's) holds checked out."""
+    if submission.resolve() == COURSE.root.resolve():
+        return None
+    commit = intake.git_head(submission, stop_at=submission, follow_files=False)
+    when = intake.commit_time(submission / ".git", commit) if commit else None
+    return (when, commit) if when is not None and commit else None
 
 
 def _newest_mtime(submission: Path) -> float | None:

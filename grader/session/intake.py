@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import stat
+import subprocess
+import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from grader.worker.loading import StudentImportError
 
 MODULE_LIMIT_BYTES = 1 << 20       # a learner's module: 1 MiB is hundreds of times a real one
+GIT_TIMEOUT_S = 10                 # one commit read from a submission's objects
+COMMIT_HEAD_BYTES = 1 << 16         # of it: its headers, with room for long names
 
 
 class Unreadable(Exception):
@@ -85,6 +91,50 @@ def git_head(folder: Path, stop_at: Path | None = None, follow_files: bool = Tru
     HEAD cannot be resolved. `follow_files`: see `find_git_dir`."""
     git_dir = find_git_dir(folder, stop_at, follow_files)
     return None if git_dir is None else _head_of(git_dir)
+
+
+def commit_time(git_dir: Path, commit: str) -> datetime | None:
+    """When `commit` says it was committed: its committer line's time and UTC offset, which whoever
+    made the commit sets. git reads the submission's objects alone (`GIT_OBJECT_DIRECTORY`) from a
+    repository folder of ours: no file of the submission's `.git` but its objects is read, so none
+    of its configuration (hooks, filters, signature programs) can run. Only the commit's first
+    `COMMIT_HEAD_BYTES` are read, within `GIT_TIMEOUT_S` (a commit can be made to inflate to
+    gigabytes, an object file can be a pipe that never answers). None when git is missing or the
+    commit cannot be read."""
+    with tempfile.TemporaryDirectory() as ours:
+        (Path(ours) / "refs").mkdir()
+        (Path(ours) / "HEAD").write_text("ref: refs/heads/main\n", encoding="ascii")
+        env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": ours, "GIT_DIR": ours,
+               "GIT_OBJECT_DIRECTORY": str(git_dir / "objects"), "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_CONFIG_GLOBAL": os.devnull, "GIT_NO_REPLACE_OBJECTS": "1"}
+        reading = f'git cat-file commit "$0" | head -c {COMMIT_HEAD_BYTES}'
+        try:
+            with subprocess.Popen(["sh", "-c", reading, commit], env=env, cwd=ours, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, start_new_session=True) as shell:
+                try:
+                    shown, _ = shell.communicate(timeout=GIT_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(shell.pid, signal.SIGKILL)
+                    return None
+        except OSError:
+            return None
+    for line in shown.split(b"\n"):
+        if not line:                               # the headers end at the first empty line
+            break
+        if line.startswith(b"committer "):
+            return _git_time(line)
+    return None
+
+
+def _git_time(line: bytes) -> datetime | None:
+    """`committer NAME <EMAIL> SECONDS +HHMM` as a time with its offset."""
+    try:
+        seconds, offset = line.rsplit(b" ", 2)[1:]
+        sign = -1 if offset.startswith(b"-") else 1
+        zone = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])))
+        return datetime.fromtimestamp(int(seconds), zone)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _head_of(git_dir: Path) -> str | None:

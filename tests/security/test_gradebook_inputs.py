@@ -1,4 +1,4 @@
-"""A hostile learner against the gradebook: files backdated to look on time, a submission named
+"""A hostile learner against the gradebook: files or a commit backdated to look on time, a submission named
 like the gradebook or its journal (which would stop SQLite from writing), and text written to
 be read as SQL. The time is flagged as one the learner could set, the names are moved aside and
 every grading is recorded, the text stays text."""
@@ -10,6 +10,7 @@ import pytest
 
 from grader.gradebook import adjustments, grades
 from grader.gradebook.batches import Recorder
+from grader.gradebook.handed_in import COMMIT_TIME, FILE_TIMES
 from grader.gradebook.store import BOOK_NAME, Gradebook
 from grader.isolation import levels
 from grader.isolation.sandbox import Limits
@@ -30,18 +31,29 @@ def hand_report(feedback: str = "") -> ScoreReport:
                        tasks=[TaskResult("01_demo", "Exercise 01", ModuleInfo("demo.py", True, "abc"), [test], "v1")])
 
 
-def test_backdated_files_are_never_trusted_in_silence(tmp_path):
+def _backdate_files(learner: Path, when: datetime) -> None:
+    for path in learner.rglob("*.py"):
+        os.utime(path, (when.timestamp(), when.timestamp()))
+
+
+def _backdate_commit(learner: Path, when: datetime) -> None:
+    term.commit_all(learner, when)
+
+
+@pytest.mark.parametrize("backdate, source", [(_backdate_files, FILE_TIMES), (_backdate_commit, COMMIT_TIME)],
+                         ids=["files", "commit"])
+def test_a_backdated_submission_is_never_trusted_in_silence(tmp_path, backdate, source):
+    """Handed in after the deadline, made to look days early: its files' times, or its commit's."""
     course = term.write(tmp_path / "course")
     learner = term.submission(tmp_path / "mallory", term.REFERENCE)
-    long_ago = datetime.fromisoformat("2026-10-01T00:00:00+00:00").timestamp()
-    for path in learner.rglob("*.py"):
-        os.utime(path, (long_ago, long_ago))       # handed in after the deadline, made to look days early
+    backdate(learner, datetime.fromisoformat("2026-10-01T00:00:00+00:00"))
     with Gradebook.open(tmp_path / "batch") as book:
         Recorder(book, "local")(Entry("mallory", str(learner), hand_report()))
         adjustments.set_policy(book, course, POLICY, "instructor")
         (grade,) = grades.current(book, course)
     assert grade.task("01_demo").penalty_percent == 0.0
-    assert any("whoever made the files can set" in note and "--received-times" in note for note in grade.notes)
+    assert any(source in note and "whoever made the submission can set" in note and "--received-times" in note
+               for note in grade.notes), grade.notes
 
 
 def test_text_written_as_sql_is_kept_as_text(tmp_path):
