@@ -910,6 +910,8 @@ if once("find-leftovers"):
 NEIGHBOUR_READER = '''
 import time as _time
 def neighbour_modules():
+    """The learner's module each zygote in sight names, the argument after its own name (a
+    sandbox's bwrap names the course's probe files too, which every worker may read)."""
     found = set()
     for pid in visible_pids():
         try:
@@ -917,8 +919,8 @@ def neighbour_modules():
                 argv = f.read().split(b"\\0")
         except OSError:
             continue
-        if b"grader.worker.zygote" in argv:
-            found.update(a.decode("utf-8", "replace") for a in argv if a.endswith(b".py"))
+        if b"grader.worker.zygote" in argv[:-1]:
+            found.add(argv[argv.index(b"grader.worker.zygote") + 1].decode("utf-8", "replace"))
     return found - {_os.path.abspath(__file__)}
 _seen, _borrowed, _until = set(), None, _time.monotonic() + 10
 while _borrowed is None and _time.monotonic() < _until:

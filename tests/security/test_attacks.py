@@ -114,8 +114,10 @@ def batch(request) -> Batch:
     result.summary = _summary(out_dir)
     result.graded = _graded(out_dir, paths, result.summary, context)
     peak_mb = max(result.peak_mb.values(), default=0)
+    slowest = sorted(((one.report.run or {}).get("duration_s") or 0, name) for name, one in result.graded.items())[-5:]
     harness.show(request, f"attack batch at the {level} level: {len(paths)} submissions ({len(made)} attacks), task 01, "
-                          f"--jobs 2: {cli.wall_s:.0f} s wall, peak trusted process {peak_mb:.0f} MB")
+                          f"--jobs 2: {cli.wall_s:.0f} s wall, peak trusted process {peak_mb:.0f} MB; slowest: "
+                          + ", ".join(f"{name} {seconds:.0f} s" for seconds, name in reversed(slowest)))
     return result
 
 
