@@ -41,11 +41,16 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     # The runs these tests start (pytest on exercises/, `grader check`) are not a learner's attempts:
     # their progress goes to a scratch file, never into this checkout's own; gone with the session.
-    if "GRADER_PROGRESS" not in os.environ:
-        folder = tempfile.mkdtemp(prefix="grader-progress-")
-        os.environ["GRADER_PROGRESS"] = os.path.join(folder, "progress.json")
+    # Nor does hypothesis keep its files in the checkout: the attacks check the course tree is
+    # unchanged while a test on the other worker (`-n 2`) may be running.
+    scratch = {"GRADER_PROGRESS": "progress.json", "HYPOTHESIS_STORAGE_DIRECTORY": "hypothesis"}
+    if any(name not in os.environ for name in scratch):
+        folder = tempfile.mkdtemp(prefix="grader-tests-")
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-        config.add_cleanup(lambda: os.environ.pop("GRADER_PROGRESS", None))
+        for name, entry in scratch.items():
+            if name not in os.environ:
+                os.environ[name] = os.path.join(folder, entry)
+                config.add_cleanup(lambda name=name: os.environ.pop(name, None))
     config.addinivalue_line("markers", "slow: takes minutes; runs only with --run-slow")
     config.addinivalue_line("markers", "full: runs in the full tier only (`pytest --full`, CI's): a mechanism the "
                                        "default tier already exercises once, again at another level or on more data")
@@ -98,6 +103,19 @@ class FastTierClock:
             reporter.write_line("")
             reporter.write_line(f"fast tier (not e2e): {self.count} tests in {time.monotonic() - self.started:.0f} s; "
                                 "the end-to-end tests follow", bold=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def course_sealed_first():
+    """Where the grader runs as root, the course sealed as the first uid-level grading seals it,
+    before any test: a test that fingerprints the course during a batch (the attacks) never sees
+    a test on the other worker (`-n 2`) grade at the uid level for the first time."""
+    if os.geteuid() == 0:
+        from grader.isolation import uid_jail
+        try:
+            uid_jail.seal()
+        except uid_jail.SealError:
+            pass              # the uid level refuses this checkout: its tests say so themselves
 
 
 @pytest.fixture(scope="session")
