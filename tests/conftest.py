@@ -28,6 +28,9 @@ E2E_MODULES = {
     "test_learning_progress.py", "test_learning_session.py", "test_learning_watch.py", "test_nbgrader.py",
     "test_release.py", "test_shards.py", "test_slurm_cluster.py", "test_slurm_grading.py",
 }
+# The longest modules (the audit of every suite, the attack batches), which workers sharing a run
+# (`-n 2`) start first, one each, so that no worker is left with one of them at the end.
+LONGEST_MODULES = ("test_audit.py", "security/test_attacks.py")
 TESTS = Path(__file__).resolve().parent
 
 
@@ -60,19 +63,26 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The fast tier first (its time said when it ends), the end-to-end tests after it; tests
-    marked full are skipped unless --full, tests marked slow unless --run-slow."""
+    """The fast tier first (its time said when it ends), the end-to-end tests after it; on workers
+    sharing a run, the longest modules before both; tests marked full are skipped unless --full,
+    tests marked slow unless --run-slow."""
     for item in items:
-        path = Path(item.path).resolve()
-        if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in E2E_MODULES:
+        if _module(item) in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)
-    items.sort(key=_is_e2e)      # stable: each tier keeps the files' order
+    shared = hasattr(config, "workerinput")          # a pytest-xdist worker
+    items.sort(key=lambda item: (not (shared and _module(item) in LONGEST_MODULES), _is_e2e(item)))   # stable
     skips = {"full": None if config.getoption("--full") else pytest.mark.skip(reason="full tier: run with --full"),
              "slow": None if config.getoption("--run-slow") else pytest.mark.skip(reason="slow: run with --run-slow")}
     for item in items:
         for marker, skip in skips.items():
             if skip is not None and marker in item.keywords:
                 item.add_marker(skip)
+
+
+def _module(item) -> str:
+    """The test's file, relative to tests/ ("" outside it)."""
+    path = Path(item.path).resolve()
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
 
 
 def _is_e2e(item) -> bool:
