@@ -49,3 +49,14 @@ def test_suite_audit(audits, task):
     graded = counts["operators_generated"] - counts["operators_equivalent"] if sample.size is None else sample.size
     assert counts["operators_graded"] == graded, counts
     assert not result.stale_equivalents
+
+
+@pytest.mark.slow          # every operator mutant: the full set CI samples (all six suites, about 23 minutes on two cores)
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
+def test_every_operator_mutant_is_killed_or_declared_equivalent(task):
+    (result,) = audit([task], jobs=2, operators={task.name: OperatorSample()})
+    counts = result.counts()
+    assert counts["operators_survived"] == 0, counts
+    assert counts["operators_graded"] == counts["operators_generated"] - counts["operators_equivalent"], counts
+    assert not result.stale_equivalents
