@@ -115,19 +115,6 @@ class FastTierClock:
                                 "the end-to-end tests follow", bold=True)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def course_sealed_first():
-    """Where the grader runs as root, the course sealed as the first uid-level grading seals it,
-    before any test: a test that fingerprints the course during a batch (the attacks) never sees
-    a test on the other worker (`-n 2`) grade at the uid level for the first time."""
-    if os.geteuid() == 0:
-        from grader.isolation import uid_jail
-        try:
-            uid_jail.seal()
-        except uid_jail.SealError:
-            pass              # the uid level refuses this checkout: its tests say so themselves
-
-
 @pytest.fixture(scope="session")
 def slurm():
     """The one-node Slurm of .ci/slurm-up, started if it is not up; skips with the script's reason

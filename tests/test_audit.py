@@ -44,11 +44,8 @@ def test_suite_audit(audits, task):
     mutants = [e for e in result.entries if e.kind == "mutant"]
     assert len(mutants) >= 10
     assert all(e.concept in e.failing_concepts for e in mutants)
-    counts, sample = result.counts(), OPERATOR_SAMPLES[task.name[:2]]
-    assert counts["operators_generated"] >= 100 and counts["operators_survived"] == 0, counts
-    graded = counts["operators_generated"] - counts["operators_equivalent"] if sample.size is None else sample.size
-    assert counts["operators_graded"] == graded, counts
-    assert not result.stale_equivalents
+    assert result.counts()["operators_generated"] >= 100, result.counts()
+    assert_every_operator_mutant_accounted_for(result, OPERATOR_SAMPLES[task.name[:2]])
 
 
 @pytest.mark.slow          # every operator mutant: the full set CI samples (all six suites, about 23 minutes on two cores)
@@ -56,7 +53,13 @@ def test_suite_audit(audits, task):
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_every_operator_mutant_is_killed_or_declared_equivalent(task):
     (result,) = audit([task], jobs=2, operators={task.name: OperatorSample()})
+    assert_every_operator_mutant_accounted_for(result, OperatorSample())
+
+
+def assert_every_operator_mutant_accounted_for(result, sample: OperatorSample) -> None:
+    """The sample graded whole (a declared equivalent never graded), none survived, no stale declaration."""
     counts = result.counts()
     assert counts["operators_survived"] == 0, counts
-    assert counts["operators_graded"] == counts["operators_generated"] - counts["operators_equivalent"], counts
+    graded = counts["operators_generated"] - counts["operators_equivalent"] if sample.size is None else sample.size
+    assert counts["operators_graded"] == graded, counts
     assert not result.stale_equivalents

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import COURSE
-from grader.isolation import sandbox
+from grader.isolation import sandbox, uid_jail
 from grader.session import seeds
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -35,9 +35,13 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 # ---------------------------------------------------------------- the course tree
 
 def course_fingerprint() -> dict[str, tuple]:
-    """The course tree and its git folder, once the course has its secret: its first grading
-    makes one (a fresh clone has none), which is no change a grading may be blamed for."""
+    """The course tree and its git folder, once the course has its secret and, where the grader
+    runs as root, is sealed: its first grading makes the secret (a fresh clone has none) and its
+    first uid-level grading seals it, here or in a test on another worker (`-n 2`), which is no
+    change a grading may be blamed for."""
     seeds.course_secret()
+    if os.geteuid() == 0:
+        uid_jail.seal()
     return fingerprint(COURSE.root, git_dir_outside(COURSE.root))
 
 

@@ -36,11 +36,7 @@ def _backdate_files(learner: Path, when: datetime) -> None:
         os.utime(path, (when.timestamp(), when.timestamp()))
 
 
-def _backdate_commit(learner: Path, when: datetime) -> None:
-    term.commit_all(learner, when)
-
-
-@pytest.mark.parametrize("backdate, source", [(_backdate_files, FILE_TIMES), (_backdate_commit, COMMIT_TIME)],
+@pytest.mark.parametrize("backdate, source", [(_backdate_files, FILE_TIMES), (term.commit_all, COMMIT_TIME)],
                          ids=["files", "commit"])
 def test_a_backdated_submission_is_never_trusted_in_silence(tmp_path, backdate, source):
     """Handed in after the deadline, made to look days early: its files' times, or its commit's."""
