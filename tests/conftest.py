@@ -3,6 +3,7 @@ run through the grader, never collected from here."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +48,12 @@ def pytest_configure(config):
     # Nor does hypothesis keep its files in the checkout: the attacks check the course tree is
     # unchanged while a test on the other worker (`-n 2`) may be running.
     scratch = {"GRADER_PROGRESS": "progress.json", "HYPOTHESIS_STORAGE_DIRECTORY": "hypothesis"}
+    # For the same reason, neither this process (a module it imports late) nor any it starts writes
+    # bytecode into the checkout: the grader's own `__pycache__`, or pytest's rewritten plugins in a
+    # virtual environment inside it. A test that starts one with an environment of its own passes the
+    # variable on.
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     if any(name not in os.environ for name in scratch):
         folder = tempfile.mkdtemp(prefix="grader-tests-")
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))

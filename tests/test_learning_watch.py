@@ -77,7 +77,7 @@ def watching(tmp_path: Path, task, source: str, *options: str) -> tuple[Terminal
     module.parent.mkdir(parents=True)
     module.write_text(source, encoding="utf-8")
     env = {"GRADER_PROGRESS": str(tmp_path / "progress.json"), "GRADER_LANG": "en", "OMP_NUM_THREADS": "1",
-           "PATH": os.environ["PATH"]}
+           "PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": os.environ["PYTHONDONTWRITEBYTECODE"]}   # conftest's
     grader = Path(sys.executable).with_name("grader")
     command = [str(grader), "watch", task.name[:2], "--impl", str(module.parent.parent), *options]
     return Terminal(shlex.join(command), env), module

@@ -2,6 +2,7 @@
 reordered, comments added) are flagged against it and each other; the course's independent
 correct solution, written apart, is not, on every exercise. A module that is a link out of its
 submission is not compared, and what it points at never reaches the report."""
+import os
 import re
 import subprocess
 import sys
@@ -73,8 +74,9 @@ def test_the_command_lists_the_pairs_and_writes_the_side_by_side_page(tmp_path):
     reference = task.reference_module.read_text()
     batch = batch_of(tmp_path, task, {"ada": reference, "bob": planted.disguised(reference),
                                       "cy": task.independent_module.read_text()})
+    env = {"COLUMNS": "200", "PATH": "", "PYTHONDONTWRITEBYTECODE": os.environ["PYTHONDONTWRITEBYTECODE"]}   # conftest's
     done = subprocess.run([sys.executable, "-m", "grader.cli", "similarity", str(batch), "01"], capture_output=True,
-                          text=True, timeout=300, env={"COLUMNS": "200", "PATH": ""}, cwd=tmp_path)
+                          text=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line for line in done.stdout.splitlines() if "%" in line and "│" in line]
     assert len(rows) == 1 and "ada" in rows[0] and "bob" in rows[0], done.stdout
