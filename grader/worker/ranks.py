@@ -1,0 +1,190 @@
+"""The ranks of a process group, forked beside the learner's code: what a probe of a distributed
+exercise runs, as `torchrun --standalone --nproc-per-node N` would start them.
+
+`run_ranks(world_size, work, *args, limit_s=...)` forks `world_size` processes from the calling
+one (in a grading, the worker: the libraries it imported are shared, not imported again), gives
+each torchrun's environment and calls `work(rank, *args)` in it. It returns one `RankOutcome` per
+rank: what the rank returned, what it raised, that it died, or that it was still running when the
+limit came. Ranks still running then are killed, so a rank that waits forever in a collective for
+a rank that failed costs the probe its limit, never the grading.
+
+The rendezvous is a port free on this host when the ranks start, never a fixed one: in the sandbox
+the host is the grading's own network namespace, which no other grading shares. Where learner code
+may open no socket (the uid level's seccomp filter), no process group can be made: `run_ranks`
+raises `NoSockets` before forking, with a sentence saying so.
+
+Like `loading`, this module imports nothing at import time beyond the standard library; torch is
+only told to compute on one thread per rank when it is already imported (torchrun sets
+OMP_NUM_THREADS=1 for the same reason: ranks sharing a machine's cores).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import selectors
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from grader.worker.zygote import die_with_parent
+
+State = Literal["returned", "raised", "died", "stopped"]
+RESULT_LIMIT_BYTES = 16 << 20        # what one rank may hand back (pickled)
+ERROR_CHARS = 600                    # of a rank's exception message, in its outcome
+LOCALHOST = "127.0.0.1"
+
+
+class NoSockets(RuntimeError):
+    """This process may open no socket, so ranks here could never form a process group."""
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    rank: int
+    state: State          # returned, raised (an exception), died (exited without a word) or stopped at the limit
+    value: Any = None     # what `work` returned (state "returned")
+    error: str = ""       # "Type: message" (raised), the exit status or signal (died), the limit (stopped)
+    trace: str = ""       # the traceback of what it raised, innermost frames last
+
+    def as_data(self) -> dict:
+        """The outcome as a probe hands it to the test (plain data)."""
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line about this rank, as a test's message names it."""
+        return {"returned": f"rank {self.rank} returned",
+                "raised": f"rank {self.rank} raised {self.error}",
+                "died": f"rank {self.rank} died ({self.error}) without a result",
+                "stopped": f"rank {self.rank} was still running {self.error} and was stopped (waiting in a collective "
+                           "for a rank that never joined it, or in a loop)"}[self.state]
+
+
+def describe_failures(outcomes: list[RankOutcome]) -> str:
+    """The ranks that did not return, one sentence each ("" when every rank returned)."""
+    return "; ".join(outcome.describe() for outcome in outcomes if outcome.state != "returned")
+
+
+def torchrun_environment(rank: int, world_size: int, port: int) -> dict[str, str]:
+    """What `torchrun --standalone --nproc-per-node world_size` gives each of its processes, on one node."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "WORLD_SIZE": str(world_size),
+            "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": LOCALHOST, "MASTER_PORT": str(port),
+            "OMP_NUM_THREADS": "1"}
+
+
+def free_port() -> int:
+    """A TCP port no one listens on now; `NoSockets` where this process may open no socket."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((LOCALHOST, 0))
+            return probe.getsockname()[1]
+    except PermissionError as exc:
+        raise NoSockets("this grading gives learner code no sockets (the uid level refuses them), and the ranks of a "
+                        f"process group talk over sockets: they cannot run here ({exc})") from None
+
+
+def run_ranks(world_size: int, work, *args, limit_s: float) -> list[RankOutcome]:
+    """`work(rank, *args)` in each of `world_size` forked ranks; every rank's outcome, in rank order,
+    once all have ended or `limit_s` seconds have passed (those still running are then killed)."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, not {world_size}")
+    port = free_port()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: dict[int, tuple[int, int]] = {}       # read end -> (rank, pid)
+    parent = os.getpid()
+    try:
+        for rank in range(world_size):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:                             # the rank: never returns
+                os.close(read_end)
+                _serve_rank(write_end, parent, rank, torchrun_environment(rank, world_size, port), work, args)
+            os.close(write_end)
+            children[read_end] = (rank, pid)
+        received = _read_until(children, time.monotonic() + limit_s)
+    finally:
+        for pid in (pid for _, pid in children.values()):
+            _kill(pid)
+        for read_end in children:
+            os.close(read_end)
+    return [_outcome(rank, pid, received.get(read_end), limit_s)
+            for read_end, (rank, pid) in sorted(children.items(), key=lambda item: item[1][0])]
+
+
+def _serve_rank(write_end: int, parent: int, rank: int, environment: dict[str, str], work, args) -> None:
+    """In the forked rank: run the work, hand its result (or what it raised) back, and exit. It
+    dies with the process that forked it (the worker, when the trusted side kills that)."""
+    status = 0
+    try:
+        die_with_parent(parent)
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)      # the worker's stack dumps are the worker's own
+        os.environ.update(environment)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)
+        try:
+            message = ("returned", work(rank, *args), "", "")
+        except BaseException as exc:                     # SystemExit too: the rank says what ended it
+            message = ("raised", None, f"{type(exc).__name__}: {str(exc)[:ERROR_CHARS]}",
+                       "".join(traceback.format_exception(exc))[-4 * ERROR_CHARS:])
+        try:
+            payload = pickle.dumps(message)
+        except Exception as exc:                         # noqa: BLE001 (a value that does not pickle is the rank's answer)
+            payload = pickle.dumps(("raised", None, f"{type(exc).__name__}: its result could not be handed back ({exc})", ""))
+        with os.fdopen(write_end, "wb") as out:
+            out.write(payload)
+    except BaseException:                                # noqa: BLE001 (a rank never returns into the caller's code)
+        status = 70
+    finally:
+        os._exit(status)
+
+
+def _read_until(children: dict[int, tuple[int, int]], deadline: float) -> dict[int, bytes]:
+    """Every rank's bytes, read as they come (a large result never blocks its rank), until each
+    pipe closes or the deadline passes."""
+    received = {read_end: bytearray() for read_end in children}
+    with selectors.DefaultSelector() as selector:
+        for read_end in children:
+            selector.register(read_end, selectors.EVENT_READ)
+        open_ends = set(children)
+        while open_ends and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(timeout=left):
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk and len(received[key.fd]) + len(chunk) <= RESULT_LIMIT_BYTES:
+                    received[key.fd] += chunk
+                    continue
+                if chunk:                                 # past the limit: its result is not read
+                    received[key.fd] = bytearray(pickle.dumps(
+                        ("died", None, f"killed: its result passed {RESULT_LIMIT_BYTES >> 20} MiB", "")))
+                selector.unregister(key.fd)
+                open_ends.discard(key.fd)
+                if chunk:
+                    _kill(children[key.fd][1])
+    return {read_end: bytes(data) for read_end, data in received.items() if read_end not in open_ends}
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _outcome(rank: int, pid: int, data: bytes | None, limit_s: float) -> RankOutcome:
+    _, status = os.waitpid(pid, 0)
+    if data is None:
+        return RankOutcome(rank, "stopped", error=f"after the limit of {limit_s:g} s")
+    if not data:
+        return RankOutcome(rank, "died", error=_exit_text(status))
+    state, value, error, trace = pickle.loads(data)
+    return RankOutcome(rank, state, value=value, error=error, trace=trace)
+
+
+def _exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
