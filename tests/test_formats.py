@@ -27,8 +27,8 @@ from grader.reports.prairielearn import SIZE_LIMIT, prairielearn_results
 from grader.reports.summary import Entry, write_gradebook
 from grader.running import runner
 from grader.schema import report as score_report
-from grader.schema.report import NOT_GRADED, ModuleInfo, ScoreReport, TaskResult, write_report
-from grader.session.outcome import ARTIFACT_LIMIT, GPU_SKIP_REASON, as_artifacts
+from grader.schema.report import NO_GPU, NO_SOCKETS, ModuleInfo, ScoreReport, TaskResult, write_report
+from grader.session.outcome import ARTIFACT_LIMIT, as_artifacts
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope_results.schema.json").read_text())
 HOSTILE = 'got <script>alert("x")</script> & | pipe, colon: 100%\nsecond line'
@@ -40,6 +40,21 @@ def result(task, name, status, points=1.0, suite="visible", concept="Stable soft
     return score_report.TestResult(id=f"{folder}::test_{name}", task=task, suite=suite, title=name.replace("_", " "),
                                    status=status, graded=graded, max_points=points, concept=concept, duration_s=0.25,
                                    **extra)
+
+
+def test_the_totals_note_names_each_kind_of_test_left_out_with_its_reason():
+    a = "01_einsum_attention"
+    tests = [result(a, "bf16", "skipped", points=2.0, feedback=NO_GPU.feedback),
+             result(a, "ranks", "skipped", points=3.0, feedback=NO_SOCKETS.feedback),
+             result(a, "ranks_4", "skipped", points=1.5, feedback=NO_SOCKETS.feedback),
+             result(a, "graded_skip", "skipped", graded=True, feedback=NO_GPU.feedback),
+             result(a, "passed", "passed")]
+    assert score_report.not_graded_note(tests) == (
+        "GPU tests worth 2 points were not graded here (no CUDA GPU); distributed tests worth 4.5 points were not "
+        "graded here (the uid level gives learner code no sockets): they are left out of the total, not counted as "
+        "failed.")
+    assert score_report.not_graded_note(tests[2:]).startswith("Distributed tests worth 1.5 points were not graded")
+    assert score_report.not_graded_note(tests[3:]) == ""
 
 
 def hand_written_report(workspace: Path) -> ScoreReport:
@@ -54,7 +69,7 @@ def hand_written_report(workspace: Path) -> ScoreReport:
                location={"line": 27, "function": "split_heads", "code": "def split_heads(x, n_heads):"}),
         result(a, "masks", "crashed", suite="hidden", points=2.0, concept="Masks", feedback="the process died"),
         result(a, "bf16_on_cuda", "skipped", suite="hidden", points=2.0, concept="Attention in torch",
-               feedback=GPU_SKIP_REASON),
+               feedback=NO_GPU.feedback),
         result(a, "other_skip", "skipped", graded=True, concept="Masks", feedback="skipped on purpose"),
     ])
     b = "02_train_loop"
@@ -110,7 +125,7 @@ def test_junit_xml_parses_back_to_the_report(report):
     assert failure.get("type") == "failed" and "alert" in failure.text and "Your line 19, in softmax: return e" in failure.text
     assert cases["test_heads"].find("failure").get("type") == "timeout"
     assert cases["test_masks"].find("failure").get("type") == "crashed"
-    assert cases["test_bf16_on_cuda"].find("skipped").get("message") == GPU_SKIP_REASON
+    assert cases["test_bf16_on_cuda"].find("skipped").get("message") == NO_GPU.feedback
     assert cases["test_softmax_minus_inf"].find("system-out").text == "printed\ufffd by the learner"
     props = {p.get("name"): p.get("value") for p in suites["01_einsum_attention"].find("properties")}
     assert (props["points"], props["max_points"], props["not_graded_points"]) == ("1", "6", "2")
@@ -187,7 +202,7 @@ def test_gradescope_results_follow_the_specification(report):
     assert "Your line 19, in softmax: return e" in tests["softmax minus inf"]["output"]
     gpu = tests["bf16 on cuda"]
     assert "status" not in gpu and (gpu["score"], gpu["max_score"]) == (0.0, 0.0)
-    assert NOT_GRADED in gpu["name"] and NOT_GRADED in gpu["tags"]
+    assert NO_GPU.feedback in gpu["name"] and NO_GPU.feedback in gpu["tags"]
     assert len(per_test(results)) == len(report.tests())
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from grader.course import COURSE
 from grader.delivery.gradescope import AutograderError, build_autograder
-from grader.schema.report import NOT_GRADED
+from grader.schema.report import NO_GPU
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope_results.schema.json").read_text())
 ATTENTION = COURSE.task_named("01")
@@ -113,7 +113,7 @@ def test_run_autograder_grades_the_reference_to_full_marks(autograder, tmp_path)
     assert {t["visibility"] for t in tests if t["extra_data"]["suite"] == "visible"} == {"visible"}
     assert all(t["tags"] and t["tags"][0] for t in graded)                 # every test names its concept
     gpu = [t for t in tests if not t["extra_data"]["graded"]]
-    assert gpu and all("status" not in t and t["max_score"] == 0 and NOT_GRADED in t["tags"] for t in gpu)
+    assert gpu and all("status" not in t and t["max_score"] == 0 and NO_GPU.feedback in t["tags"] for t in gpu)
     # shown at once: the visible suite's total; with the hidden suite, as the hidden tests are
     visible_points = sum(t["max_score"] for t in graded if t["extra_data"]["suite"] == "visible")
     assert f"**Visible tests: {visible_points:g} / {visible_points:g} points (100.0%)**" in results["output"]

@@ -3,7 +3,8 @@ pytest-timeout's own alarm, never by a message; a GPU test is "not graded" by it
 only when skipped before it runs), never by the reason a skip gives."""
 import pytest
 
-from grader.session.outcome import GPU_SKIP_REASON, phase_outcome
+from grader.schema.report import NO_GPU, NO_SOCKETS
+from grader.session.outcome import phase_outcome
 from grader.worker.dispatch import is_test_timeout
 
 pytest_plugins = ["pytester"]
@@ -55,12 +56,13 @@ class _Skipped:
         self.longrepr = ("file.py", 1, f"Skipped: {reason}")
 
 
-@pytest.mark.parametrize("gpu, when, reason, graded", [
-    (True, "setup", GPU_SKIP_REASON, False),          # the plugin's skip of a GPU test on a machine without one
-    (False, "setup", GPU_SKIP_REASON, True),          # the words alone earn nothing: the marker decides
-    (True, "call", GPU_SKIP_REASON, True),            # skipped by the test's own code, after it started
+@pytest.mark.parametrize("marked, when, reason, graded", [
+    (True, "setup", NO_GPU.feedback, False),          # the plugin's skip of a GPU test on a machine without one
+    (True, "setup", NO_SOCKETS.feedback, False),      # or of a distributed test at the uid level
+    (False, "setup", NO_GPU.feedback, True),          # the words alone earn nothing: the marker decides
+    (True, "call", NO_GPU.feedback, True),            # skipped by the test's own code, after it started
     (False, "call", "not today", True),
 ])
-def test_a_gpu_test_skipped_before_it_runs_is_the_only_skip_not_graded(gpu, when, reason, graded):
-    status, feedback, is_graded = phase_outcome(when, _Skipped(reason), None, hidden=False, gpu=gpu)
+def test_a_test_that_may_go_ungraded_skipped_before_it_runs_is_the_only_skip_not_graded(marked, when, reason, graded):
+    status, feedback, is_graded = phase_outcome(when, _Skipped(reason), None, hidden=False, may_go_ungraded=marked)
     assert (status, feedback, is_graded) == ("skipped", reason, graded)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from grader.course import COURSE, Task
 from grader.delivery.notebook import cell_source, is_grade_cell, module_source, read_notebook
-from grader.schema.report import NOT_GRADED_STATUS
+from grader.schema.report import NO_GPU, NOT_GRADED_STATUS
 
 FIXTURES = ("submission", "tmp_path")     # what the visible tests may ask for in a notebook
 
@@ -270,7 +270,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
     import pytest
 
     from grader.schema.report import TestResult
-    from grader.session.outcome import GPU_SKIP_REASON, exception_outcome, tail, with_concept
+    from grader.session.outcome import exception_outcome, tail, with_concept
     from grader.session.submission import InProcessBackend, Submission
     from grader.suite import metadata
 
@@ -286,7 +286,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
         fixtures = {"submission": Submission(backend, time.monotonic() + 24 * 3600.0), "tmp_path": Path(tmp)}
         try:
             if meta.gpu and not _cuda_available():
-                result.status, result.feedback, result.graded = "skipped", GPU_SKIP_REASON, False
+                result.status, result.feedback, result.graded = "skipped", NO_GPU.feedback, False
             else:
                 test(**{name: fixtures[name] for name in inspect.signature(test).parameters})
         except KeyboardInterrupt:

@@ -55,7 +55,7 @@ def step_summary(report: ScoreReport) -> str:
         out.append(f"| {_cell(task.task)} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} "
                    f"| {passed} | {sum(t.lost for t in task.tests)} |")
     if total.not_graded_points:
-        out += ["", not_graded_note(total.not_graded_points)]
+        out += ["", not_graded_note(report.tests())]
     for problem in report.problems:
         out += ["", f"**Incomplete grading:** {_cell(problem)}"]
     lost = [(task, test) for task in report.tasks for test in task.tests if test.lost]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grader.schema.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 DEFAULT_HIDDEN_VISIBILITY = "after_published"
@@ -62,7 +62,7 @@ def summary_markdown(report: ScoreReport, scope: str = "") -> str:
               "| task | points | % |", "|---|---:|---:|"]
     lines += [f"| {task.title} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} |" for task in report.tasks]
     if total.not_graded_points:
-        lines += ["", not_graded_note(total.not_graded_points)]
+        lines += ["", not_graded_note(report.tests())]
     level = (report.isolation or {}).get("level")
     if level:
         reason = report.isolation.get("reason")
@@ -90,15 +90,15 @@ def _test(task: TaskResult, test: TestResult, number: str, hidden_visibility: st
     if test.graded:
         entry["status"] = "passed" if test.status == "passed" else "failed"
     else:
-        entry["name"] += f" ({NOT_GRADED})"
-        entry["tags"].append(NOT_GRADED)
+        entry["name"] += f" ({test.feedback})"        # why it is not graded here (`NOT_GRADED_HERE`)
+        entry["tags"].append(test.feedback)
     return entry
 
 
 def _output(test: TestResult) -> str:
     parts = [test.feedback] if test.feedback else []
     if not test.graded:
-        parts = [f"{NOT_GRADED}; its {test.max_points:g} points are left out of the total."]
+        parts = [f"{test.feedback}; its {test.max_points:g} points are left out of the total."]
     if test.location:
         parts.append(location_text(test.location))
     if test.output:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from html import escape
 
 from grader.reports import figures
-from grader.schema.report import NOT_GRADED, ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; color: #1f2328; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }
@@ -74,7 +74,7 @@ def report_html(report: ScoreReport) -> str:
             f'<p id="total"><strong>{total.points:g} / {total.max_points:g} points '
             f"({total.percent:.1f}%)</strong></p>", bar(total.points, total.max_points)]
     if total.not_graded_points:
-        body.append(f'<p class="muted">{escape(not_graded_note(total.not_graded_points))}</p>')
+        body.append(f'<p class="muted">{escape(not_graded_note(report.tests()))}</p>')
     body += [f'<p class="problem">Incomplete grading: {escape(problem)}</p>' for problem in report.problems]
     body += _task_table(report.tasks)
     body += _concept_table(report.tasks)
@@ -122,7 +122,7 @@ def _task_section(task: TaskResult) -> list[str]:
     for test in task.tests:
         out += _artifacts(test)
     out += [_lost_test(test) for test in lost]
-    out += [f'<div class="test not-graded"><span class="status">{escape(NOT_GRADED)}</span> {escape(test.title)} '
+    out += [f'<div class="test not-graded"><span class="status">{escape(test.feedback)}</span> {escape(test.title)} '
             f'<span class="muted">({test.max_points:g} points)</span></div>' for test in not_graded]
     if passed:
         items = "".join(f"<li>{escape(t.title)} <span class=\"muted\">({t.max_points:g})</span></li>" for t in passed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from grader.schema.report import NOT_GRADED, ScoreReport, TestResult, location_text
+from grader.schema.report import NOT_GRADED_STATUS, ScoreReport, TestResult, location_text
 
 SIZE_LIMIT = 1_000_000
 
@@ -47,13 +47,13 @@ def _isolation(report: ScoreReport) -> str:
 
 def _overview(report: ScoreReport) -> str:
     lines = [f"{task.task}: {task.points:g} / {task.max_points:g} points" +
-             (f" (+{task.not_graded_points:g} {NOT_GRADED})" if task.not_graded_points else "")
+             (f" (+{task.not_graded_points:g} {NOT_GRADED_STATUS})" if task.not_graded_points else "")
              for task in report.tasks]
     return "\n".join(lines)
 
 
 def _test(task: str, test: TestResult) -> dict:
-    message = test.feedback if test.graded else NOT_GRADED
+    message = test.feedback       # a test not graded here: why (`NOT_GRADED_HERE`)
     if test.location:
         message += "\n" + location_text(test.location)
     return {"name": f"{task}: {test.title}", "description": test.concept or "",

@@ -23,7 +23,7 @@ def _counts(task: TaskResult) -> Text:
 
 
 def _not_graded_note(points: float) -> str:
-    return f" (+{points:g} GPU)" if points else ""
+    return f" (+{points:g} {NOT_GRADED_STATUS})" if points else ""
 
 
 def report_table(report: ScoreReport) -> Table:
@@ -52,7 +52,7 @@ def print_report(report: ScoreReport, console: Console, *, first_failure_only: b
     """The table, then what went wrong: every failing test, or the first of each task."""
     console.print(report_table(report))
     if report.total.not_graded_points:
-        console.print(Text(not_graded_note(report.total.not_graded_points), style="yellow"))
+        console.print(Text(not_graded_note(report.tests()), style="yellow"))
     for task in report.tasks:
         failing = [t for t in task.tests if t.lost]
         if not failing:

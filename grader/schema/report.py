@@ -12,9 +12,10 @@ Schema (version 1), documented in docs/instructor/README.md ("The score report")
                 "tests": [{"id", "suite", "title", "status", "graded", "points", "max_points",
                            "concept", "feedback", "output", "duration_s", "location", "artifacts"}]}]}
 
-Points: a passed test earns its max_points, any other graded status earns 0. A GPU test
-skipped for lack of CUDA is not graded here: it leaves the denominator and its points are
-listed as not_graded_points. Any other skip is graded and earns 0. A report is complete when
+Points: a passed test earns its max_points, any other graded status earns 0. A test skipped
+for lack of what this machine or isolation level cannot give it (`NOT_GRADED_HERE`: CUDA for a GPU
+test, sockets for a distributed one) is not graded here: it leaves the denominator and its points
+are listed as not_graded_points. Any other skip is graded and earns 0. A report is complete when
 every collected test ran and nothing went wrong around the tests (`problems` is empty);
 `stopped_early` says why a run ended before its last test (only the audit asks for that).
 
@@ -48,8 +49,27 @@ NOT_IMPLEMENTED = "is not implemented yet"      # a lost test's feedback: the le
 OUT_OF_MEMORY = "out of memory"          # how a crashed test's feedback begins its reason when memory ran out
 
 # The words every format uses (terminal, HTML, JUnit, Gradescope, PrairieLearn, GitHub, the watcher).
-NOT_GRADED_STATUS = "not graded here"                   # in place of a status: a GPU test without CUDA
-NOT_GRADED = f"{NOT_GRADED_STATUS}: needs a CUDA GPU"    # its feedback
+NOT_GRADED_STATUS = "not graded here"                   # in place of a status: a test this machine cannot grade
+
+
+@dataclass(frozen=True)
+class NotGradedHere:
+    """Tests that need what some machines or isolation levels lack. There they are skipped before
+    they run and left out of the total, not counted as failed; elsewhere they are graded."""
+    marker: str         # the tests' marker
+    needs: str          # what such a test lacks here, in its feedback
+    tests: str          # what the total's note calls them
+    missing: str        # and why it leaves them out
+
+    @property
+    def feedback(self) -> str:
+        return f"{NOT_GRADED_STATUS}: {self.needs}"
+
+
+NO_GPU = NotGradedHere("gpu", "needs a CUDA GPU", "GPU tests", "no CUDA GPU")
+NO_SOCKETS = NotGradedHere("distributed", "its ranks need sockets, which learner code may not open at the uid level",
+                           "distributed tests", "the uid level gives learner code no sockets")
+NOT_GRADED_HERE = (NO_GPU, NO_SOCKETS)
 
 
 def points_text(points: float, max_points: float) -> str:
@@ -57,10 +77,16 @@ def points_text(points: float, max_points: float) -> str:
     return f"{points:g} / {max_points:g}"
 
 
-def not_graded_note(points: float) -> str:
-    """The sentence under a total that leaves GPU tests out."""
-    return (f"GPU tests worth {points:g} points were not graded here (no CUDA GPU): they are left out of the "
-            "total, not counted as failed.")
+def not_graded_note(tests: list[TestResult]) -> str:
+    """The sentence under a total that leaves tests out, each kind with its reason ("" when none is)."""
+    left_out = [t for t in tests if not t.graded]
+    kinds = {kind.feedback: kind for kind in NOT_GRADED_HERE}
+    parts = [f"{kind.tests} worth {points:g} points were not graded here ({kind.missing})"
+             for kind in NOT_GRADED_HERE if (points := sum(t.max_points for t in left_out if t.feedback == kind.feedback))]
+    if other := sum(t.max_points for t in left_out if t.feedback not in kinds):
+        parts.append(f"tests worth {other:g} points were not graded here")
+    sentence = "; ".join(parts)
+    return sentence[:1].upper() + sentence[1:] + ": they are left out of the total, not counted as failed." if parts else ""
 
 
 class Isolation(TypedDict, total=False):

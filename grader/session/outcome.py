@@ -9,30 +9,29 @@ from __future__ import annotations
 import json
 import math
 
-from grader.schema.report import NOT_GRADED, NOT_IMPLEMENTED, ScoreReport, Status, TestResult, location_text, points_text
+from grader.schema.report import NOT_GRADED_STATUS, NOT_IMPLEMENTED, ScoreReport, Status, TestResult, location_text, points_text
 from grader.session.submission import StudentError, SubmissionFailure
 from grader.worker.dispatch import is_test_timeout
 from grader.worker.loading import StudentImportError
 
-GPU_SKIP_REASON = NOT_GRADED      # the feedback of a GPU test skipped on a machine without CUDA
 FEEDBACK_LIMIT = 2000
 OUTPUT_LIMIT = 2000
 ARTIFACT_LIMIT = 64 * 1024      # bytes of JSON per artifact: a curve or a table, not a dump
 
 
 def phase_outcome(when: str, report, excinfo, hidden: bool, broken: SubmissionFailure | None = None,
-                  gpu: bool = False) -> tuple[Status, str, bool] | None:
+                  may_go_ungraded: bool = False) -> tuple[Status, str, bool] | None:
     """(status, feedback, graded) for one phase, or None when the phase passed. `broken` is how
     the learner's process died or hung during the test, if it did: that is the reason the test
     failed, whatever the test raised after it (a property-based test that replays its examples
-    against a process that is gone reports an inconsistency of its own). A GPU test (`gpu`: its
-    marker) skipped before it runs is not graded here; any other skip is a lost test, whatever
-    its reason says."""
+    against a process that is gone reports an inconsistency of its own). A test that needs what
+    a machine may lack (`may_go_ungraded`: a marker of `NOT_GRADED_HERE`) skipped before it runs is
+    not graded here; any other skip is a lost test, whatever its reason says."""
     if report.passed:
         return None
     if report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        return "skipped", reason.removeprefix("Skipped: "), not (gpu and when == "setup")
+        return "skipped", reason.removeprefix("Skipped: "), not (may_go_ungraded and when == "setup")
     exc = excinfo.value if excinfo is not None else None
     if broken is not None and not isinstance(exc, SubmissionFailure):
         exc = broken
@@ -146,6 +145,6 @@ def failure_text(test: TestResult, learner_frames: list[dict] | None = None) -> 
 def score_lines(report: ScoreReport) -> list[tuple[str, bool]]:
     """The score in plain lines (pytest's terminal summary), each with whether it tells a problem."""
     lines = [(f"{task.task}: {points_text(task.points, task.max_points)} points"
-              + (f"  (+{task.not_graded_points:g} {NOT_GRADED})" if task.not_graded_points else ""), False)
+              + (f"  (+{task.not_graded_points:g} {NOT_GRADED_STATUS})" if task.not_graded_points else ""), False)
              for task in report.tasks]
     return lines + [(f"problem: {problem}", True) for problem in report.problems]

@@ -26,6 +26,8 @@ from grader.isolation import levels, uid_jail
 from grader.isolation.worker_host import WorkerSpec
 from grader.schema.record import git_commit, new_run_id, run_record
 from grader.schema.report import (
+    NO_GPU,
+    NO_SOCKETS,
     NOT_RUN,
     ModuleInfo,
     ScoreReport,
@@ -36,7 +38,6 @@ from grader.schema.report import (
 from grader.session import intake
 from grader.session.intake import read_module
 from grader.session.outcome import (
-    GPU_SKIP_REASON,
     OUTPUT_LIMIT,
     as_artifacts,
     failure_text,
@@ -90,6 +91,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "points(n): the test is worth n points in the score report")
     config.addinivalue_line("markers", "concept(name): the README section a failure sends the learner to")
     config.addinivalue_line("markers", "gpu: needs CUDA; skipped and not graded on machines without it")
+    config.addinivalue_line("markers", "distributed: runs ranks of a process group, which need sockets; skipped and "
+                                       "not graded at the uid level, which refuses learner code sockets")
     config.addinivalue_line("markers", "long: a visible check that takes minutes; deselected unless --long is given")
     grading = config.stash[_SESSION] = GradingSession(config, _spec(config))
     config.pluginmanager.register(ReportHooks(grading), "grader-report")
@@ -229,7 +232,7 @@ class GradingSession:
         submission = getattr(item, "funcargs", {}).get("submission")
         outcome = phase_outcome(when, report, excinfo, hidden=result.suite == "hidden",
                                 broken=submission.failure if isinstance(submission, Submission) else None,
-                                gpu=metadata.of_item(item).gpu)
+                                may_go_ungraded=metadata.of_item(item).may_go_ungraded)
         if excinfo is not None and isinstance(excinfo.value, CourseFault):
             if str(excinfo.value) not in self._course_faults:
                 self._course_faults.add(str(excinfo.value))
@@ -469,10 +472,13 @@ def concept_first(items: list, concept: str, cost=lambda item: 0.0) -> None:
 
 
 def pytest_runtest_setup(item):
-    if metadata.of_item(item).gpu:
+    meta = metadata.of_item(item)
+    if meta.gpu:
         import torch
         if not torch.cuda.is_available():
-            pytest.skip(GPU_SKIP_REASON)
+            pytest.skip(NO_GPU.feedback)
+    if meta.distributed and item.config.stash[_SESSION].spec.isolation["level"] == "uid":
+        pytest.skip(NO_SOCKETS.feedback)
 
 
 def pytest_sessionfinish(session):

@@ -1,12 +1,14 @@
 """What a graded test declares about itself, read in one place: its points and concept (markers),
-its title (the first line of its docstring), whether it needs a GPU, whether it is a long visible
-check. The plugin, both collectors (the suites' point totals, nbgrader's) and the notebook's
-test cells all read a test through `of_item` (a collected pytest item) or `of_function` (a test
-function run outside pytest)."""
+its title (the first line of its docstring), whether it needs a GPU or runs ranks of a process
+group (distributed), whether it is a long visible check. The plugin, both collectors (the suites'
+point totals, nbgrader's) and the notebook's test cells all read a test through `of_item` (a
+collected pytest item) or `of_function` (a test function run outside pytest)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from grader.schema.report import NO_GPU, NO_SOCKETS
 
 
 @dataclass(frozen=True)
@@ -15,7 +17,13 @@ class TestMeta:
     concept: str | None           # the README section a failure sends the learner to
     title: str
     gpu: bool                     # needs CUDA: skipped, and not graded, where there is none
+    distributed: bool             # runs ranks that need sockets: skipped, and not graded, at the uid level
     long: bool                    # a visible check of minutes, run only when asked for
+
+    @property
+    def may_go_ungraded(self) -> bool:
+        """Whether a machine or an isolation level may lack what the test needs (`NOT_GRADED_HERE`)."""
+        return self.gpu or self.distributed
 
 
 def of_item(item) -> TestMeta:
@@ -37,7 +45,8 @@ def _meta(marks: Iterable, function, name: str) -> TestMeta:
     points, concept = closest.get("points"), closest.get("concept")
     return TestMeta(points=float(points.args[0]) if points is not None and points.args else None,
                     concept=concept.args[0] if concept is not None and concept.args else None,
-                    title=_title(function, name), gpu="gpu" in closest, long="long" in closest)
+                    title=_title(function, name), gpu=NO_GPU.marker in closest,
+                    distributed=NO_SOCKETS.marker in closest, long="long" in closest)
 
 
 def _title(function, name: str) -> str:
