@@ -173,3 +173,15 @@ def test_a_rank_that_exits_or_hands_back_too_much_or_no_data_is_said_so(work, fa
     assert [r.state == "returned" for r in ranks] == [rank != failed_rank for rank in range(2)], ranks
     assert ranks[1 - failed_rank].value == 1 - failed_rank
     assert re.match(said, describe_failures(ranks)), describe_failures(ranks)
+
+
+def test_the_sandbox_answers_localhost_and_its_own_name_with_its_loopback(tmp_path):
+    """`torchrun --standalone` reaches its rendezvous at localhost, and gloo looks up the host's
+    own name: in the jail both are its loopback, which no other grading shares."""
+    source = ("import socket\n\ndef names():\n"
+              "    return [socket.gethostbyname('localhost'), socket.gethostbyname(socket.gethostname())]\n")
+    backend = backends.make_backend("sandbox", backends.write_module(tmp_path, source), tmp_path)
+    try:
+        assert Submission(backend, time.monotonic() + 60).names() == ["127.0.0.1", "127.0.0.1"]
+    finally:
+        backend.close()

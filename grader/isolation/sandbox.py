@@ -67,6 +67,12 @@ _TMPFS_DIRS = (Path("/tmp"), Path("/dev/shm"))    # writable, memory-backed, pri
 DEVICE_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")  # bwrap --dev's
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
+# The jail's own user, group and names: its loopback answers to localhost and to the jail's host
+# name (what `torchrun --standalone` and gloo look up to reach the other ranks).
+SANDBOX_HOSTNAME = "grader"
+RUNTIME_ETC = {"passwd": f"grader:x:{SANDBOX_UID}:{SANDBOX_UID}:grader:/tmp:/usr/sbin/nologin\n",
+               "group": f"grader:x:{SANDBOX_UID}:\n",
+               "hosts": f"127.0.0.1\tlocalhost {SANDBOX_HOSTNAME}\n"}
 # Every worker runs offline, unbuffered and without writing bytecode into anything it imports.
 WORKER_ENV = {
     "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -269,7 +275,7 @@ class SandboxJail:
         if binary is None:      # the level was chosen where bwrap ran: as if its executable were missing
             raise FileNotFoundError("bwrap is not installed")
         bwrap = [binary, "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
-                 "--gid", str(SANDBOX_UID), "--hostname", "grader", "--as-pid-1", "--die-with-parent", "--new-session",
+                 "--gid", str(SANDBOX_UID), "--hostname", SANDBOX_HOSTNAME, "--as-pid-1", "--die-with-parent", "--new-session",
                  "--cap-drop", "ALL", "--clearenv", *self._env_args(), *self._fs_args(), "--chdir", "/tmp", "--",
                  *argv]
         return self.cgroup.wrap(bwrap, oom_score_adj=LEARNER_OOM_SCORE_ADJ)
@@ -326,8 +332,7 @@ class SandboxJail:
             elif path.is_dir():
                 args += ["--ro-bind", directory, directory]
         args += _ro_binds(p for p in map(Path, _SYSTEM_FILES) if p.exists())
-        args += ["--ro-bind", str(self.runtime / "etc" / "passwd"), "/etc/passwd",
-                 "--ro-bind", str(self.runtime / "etc" / "group"), "/etc/group"]
+        args += [arg for name in RUNTIME_ETC for arg in ("--ro-bind", str(self.runtime / "etc" / name), f"/etc/{name}")]
         args += _ro_binds(python_paths())
         args += ["--ro-bind", str(self.runtime / "grader"), f"{RUNTIME_DIR}/grader"]
         data = [self.course.datasets] if self.course.datasets.is_dir() else []      # a course may have none
@@ -434,8 +439,8 @@ def worker_runtime() -> Path:
     for module in (source / "worker").glob("*.py"):       # the whole package: it imports nothing else of grader
         shutil.copyfile(module, root / "grader" / "worker" / module.name)
     (root / "etc").mkdir()
-    (root / "etc" / "passwd").write_text(f"grader:x:{SANDBOX_UID}:{SANDBOX_UID}:grader:/tmp:/usr/sbin/nologin\n")
-    (root / "etc" / "group").write_text(f"grader:x:{SANDBOX_UID}:\n")
+    for name, text in RUNTIME_ETC.items():
+        (root / "etc" / name).write_text(text)
     for folder, _, files in os.walk(root):
         os.chmod(folder, 0o755)
         for name in files:
