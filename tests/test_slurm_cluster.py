@@ -87,9 +87,12 @@ def test_a_job_past_its_time_limit_ends_timeout(executor):
     job = executor.submit(time.sleep, 300)
     started(job)
     # Slurm's shortest time limit is a minute: the running job's end is moved to now instead,
-    # and Slurm's own time-limit check kills it.
-    now = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
-    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", f"EndTime={now}"], check=True)
+    # and Slurm's own time-limit check kills it. Never before the job's start, which Slurm refuses
+    # ("Invalid time specified"): its clock may have started the job in the second after ours.
+    start = subprocess.run(["squeue", "-h", "-j", job.job_id, "-o", "%S"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    end = max(datetime.now().strftime("%Y-%m-%dT%H:%M:%S"), start)       # both ISO 8601: ordered as text
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", f"EndTime={end}"], check=True)
     assert wait_for_state(job, FINAL_STATES, TIME_LIMIT_CHECK_S) == "TIMEOUT"
     assert not job.paths.result_pickle.exists()
 
