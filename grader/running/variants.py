@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import textwrap
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -90,8 +91,15 @@ def Independent(name: str = "independent", note: str = "written from the README 
     return Variant(name, "alternative", None, {}, {}, note, None, INDEPENDENT)
 
 
+# The audit writes each task's variants in a thread of its own. CPython 3.11 before 3.11.8 keeps
+# ast.parse's recursion depth in state every thread shares (python/cpython#106905): two parses at
+# once can fail with "SystemError: AST constructor recursion depth mismatch".
+_PARSING = threading.Lock()
+
+
 def _replace_function(source: str, name: str, replacement: str, variant: str) -> str:
-    tree = ast.parse(source)
+    with _PARSING:
+        tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
