@@ -119,17 +119,9 @@ def test_ranks_die_with_the_worker_the_test_gave_up_on(tmp_path):
     pids = [int(path.read_text()) for path in sorted(pid_folder.glob("*.pid"))]
     assert len(pids) == 2
     deadline = time.monotonic() + 10
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(backends._alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in pids if alive(pid)], "a rank outlived its worker"
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not [pid for pid in pids if backends._alive(pid)], "a rank outlived its worker"
 
 
 def test_where_no_socket_may_be_opened_that_is_said_before_any_rank_starts():
