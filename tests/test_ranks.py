@@ -167,6 +167,18 @@ def test_a_rank_that_exits_or_hands_back_too_much_or_no_data_is_said_so(work, fa
     assert re.match(said, describe_failures(ranks)), describe_failures(ranks)
 
 
+def leaves_a_child_holding_the_pipe(rank):
+    if os.fork() == 0:                      # as a DataLoader's worker would: it inherits every open pipe
+        time.sleep(20)
+        os._exit(0)
+    return rank
+
+
+def test_a_rank_has_answered_once_its_whole_result_is_read_though_its_child_holds_the_pipe_open():
+    ranks = run_ranks(2, leaves_a_child_holding_the_pipe, limit_s=10)
+    assert [(r.state, r.value) for r in ranks] == [("returned", 0), ("returned", 1)], describe_failures(ranks)
+
+
 def test_the_sandbox_answers_localhost_and_its_own_name_with_its_loopback(tmp_path):
     """`torchrun --standalone` reaches its rendezvous at localhost, and gloo looks up the host's
     own name: in the jail both are its loopback, which no other grading shares."""

@@ -35,6 +35,7 @@ from grader.worker.zygote import die_with_parent
 State = Literal["returned", "raised", "died", "stopped"]
 RESULT_LIMIT_BYTES = 16 << 20        # what one rank may hand back (pickled)
 ERROR_CHARS = 600                    # of a rank's exception message, in its outcome
+LENGTH_BYTES = 8                     # each result is preceded by its length, so it is whole once read
 LOCALHOST = "127.0.0.1"
 
 
@@ -132,11 +133,11 @@ def _serve_rank(write_end: int, parent: int, rank: int, environment: dict[str, s
             message = ("raised", None, f"{type(exc).__name__}: {str(exc)[:ERROR_CHARS]}",
                        "".join(traceback.format_exception(exc))[-4 * ERROR_CHARS:])
         try:
-            payload = pickle.dumps(message)
+            framed = _framed(message)
         except Exception as exc:                         # noqa: BLE001 (a value that does not pickle is the rank's answer)
-            payload = pickle.dumps(("raised", None, f"{type(exc).__name__}: its result could not be handed back ({exc})", ""))
+            framed = _framed(("raised", None, f"{type(exc).__name__}: its result could not be handed back ({exc})", ""))
         with os.fdopen(write_end, "wb") as out:
-            out.write(payload)
+            out.write(framed)
     except BaseException:                                # noqa: BLE001 (a rank never returns into the caller's code)
         status = 70
     finally:
@@ -144,8 +145,10 @@ def _serve_rank(write_end: int, parent: int, rank: int, environment: dict[str, s
 
 
 def _read_until(children: dict[int, tuple[int, int]], deadline: float) -> dict[int, bytes]:
-    """Every rank's bytes, read as they come (a large result never blocks its rank), until each
-    pipe closes or the deadline passes."""
+    """Every rank's result, read as it comes (a large one never blocks its rank), until each rank
+    has handed back a whole result or closed its pipe, or the deadline passes. A result is whole
+    when its length says so: a process the rank forked (a DataLoader's worker) may hold the pipe
+    open after the rank has answered."""
     received = {read_end: bytearray() for read_end in children}
     with selectors.DefaultSelector() as selector:
         for read_end in children:
@@ -154,17 +157,32 @@ def _read_until(children: dict[int, tuple[int, int]], deadline: float) -> dict[i
         while open_ends and (left := deadline - time.monotonic()) > 0:
             for key, _ in selector.select(timeout=left):
                 chunk = os.read(key.fd, 1 << 16)
-                if chunk and len(received[key.fd]) + len(chunk) <= RESULT_LIMIT_BYTES:
-                    received[key.fd] += chunk
+                received[key.fd] += chunk
+                if chunk and _oversize(received[key.fd]):
+                    received[key.fd] = _framed(("died", None, f"killed: its result passed {RESULT_LIMIT_BYTES >> 20} MiB", ""))
+                    _kill(children[key.fd][1])
+                elif chunk and not _whole(received[key.fd]):
                     continue
-                if chunk:                                 # past the limit: its result is not read
-                    received[key.fd] = bytearray(pickle.dumps(
-                        ("died", None, f"killed: its result passed {RESULT_LIMIT_BYTES >> 20} MiB", "")))
                 selector.unregister(key.fd)
                 open_ends.discard(key.fd)
-                if chunk:
-                    _kill(children[key.fd][1])
     return {read_end: bytes(data) for read_end, data in received.items() if read_end not in open_ends}
+
+
+def _framed(message: tuple) -> bytearray:
+    payload = pickle.dumps(message)
+    return bytearray(len(payload).to_bytes(LENGTH_BYTES, "big") + payload)
+
+
+def _declared_length(data: bytearray) -> int:
+    return int.from_bytes(data[:LENGTH_BYTES], "big") if len(data) >= LENGTH_BYTES else 0
+
+
+def _oversize(data: bytearray) -> bool:
+    return max(_declared_length(data), len(data) - LENGTH_BYTES) > RESULT_LIMIT_BYTES
+
+
+def _whole(data: bytearray) -> bool:
+    return len(data) >= LENGTH_BYTES + _declared_length(data) > LENGTH_BYTES
 
 
 def _kill(pid: int) -> None:
@@ -178,9 +196,9 @@ def _outcome(rank: int, pid: int, data: bytes | None, limit_s: float) -> RankOut
     _, status = os.waitpid(pid, 0)
     if data is None:
         return RankOutcome(rank, "stopped", error=f"after the limit of {limit_s:g} s")
-    if not data:
+    if not _whole(bytearray(data)):                # nothing, or cut short by its death
         return RankOutcome(rank, "died", error=_exit_text(status))
-    state, value, error, trace = pickle.loads(data)
+    state, value, error, trace = pickle.loads(data[LENGTH_BYTES:LENGTH_BYTES + _declared_length(bytearray(data))])
     return RankOutcome(rank, state, value=value, error=error, trace=trace)
 
 
