@@ -50,7 +50,7 @@ def test_the_totals_note_names_each_kind_of_test_left_out_with_its_reason():
              result(a, "graded_skip", "skipped", graded=True, feedback=NO_GPU.feedback),
              result(a, "passed", "passed")]
     assert score_report.not_graded_note(tests) == (
-        "GPU tests worth 2 points were not graded here (no CUDA GPU); distributed tests worth 4.5 points were not "
+        "GPU tests worth 2 points were not graded here (too few CUDA GPUs); distributed tests worth 4.5 points were not "
         "graded here (the uid level gives learner code no sockets): they are left out of the total, not counted as "
         "failed.")
     assert score_report.not_graded_note(tests[2:]).startswith("Distributed tests worth 1.5 points were not graded")

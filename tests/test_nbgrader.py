@@ -187,7 +187,7 @@ def test_a_notebook_for_a_gpu_autograder_counts_gpu_tests_and_says_when_none_ran
         assert points == cpu + gpu, out
     else:
         assert points == cpu, out
-        assert f"GPU tests worth {gpu:g} points were not graded: this autograder has no CUDA GPU." in out
+        assert f"GPU tests worth {gpu:g} points were not graded: this autograder has too few CUDA GPUs." in out
     assert err == ""                                       # nothing of the grading reached stderr
 
 

@@ -88,6 +88,18 @@ def test_the_ranks_form_one_group_with_torchruns_environment(submission_with_ran
         == {(str(world_size), str(world_size), "127.0.0.1", environments[0]["MASTER_PORT"])}
 
 
+def machine_of(rank):
+    return {name: os.environ[name] for name in ("RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE")}
+
+
+def test_four_ranks_on_two_machines_count_their_local_ranks_per_machine():
+    ranks = run_ranks(4, machine_of, limit_s=30, per_node=2)
+    assert [tuple(r.value.values()) for r in ranks] == [
+        ("0", "0", "0", "2", "4"), ("1", "1", "0", "2", "4"), ("2", "0", "1", "2", "4"), ("3", "1", "1", "2", "4")]
+    with pytest.raises(ValueError, match="multiple of per_node"):
+        run_ranks(3, machine_of, limit_s=30, per_node=2)
+
+
 def test_a_rank_that_raises_is_named_and_its_waiting_peer_is_stopped_at_the_limit(submission_with_ranks):
     submission, probes = submission_with_ranks
     started = time.monotonic()

@@ -1,9 +1,10 @@
 """The helpers the hidden suites share: library notices stay out of feedback while a block runs,
 and torch runs one thread there; both leave the process as they found it. A test's title is its
-docstring's whole first sentence, and a value cut short in a message says so."""
+docstring's whole first sentence, a value cut short in a message says so, and a GPU test names the devices it needs."""
 import warnings
 
 import numpy as np
+import pytest
 import torch
 from transformers.utils import logging as hf_logging
 
@@ -50,6 +51,20 @@ def test_a_title_is_the_first_paragraph_of_the_docstring_on_one_line():
     assert of_function(test_vectorised).title == ("every table built with groupby, merge and arithmetic on whole "
                                                   "columns: no iterrows, apply(axis=1), apply of a Python function "
                                                   "row by row")
+
+
+def test_a_gpu_test_needs_the_devices_its_marker_names():
+    @pytest.mark.gpu
+    def test_one(): ...
+
+    @pytest.mark.gpu(2)
+    def test_two(): ...
+
+    def test_none(): ...
+
+    assert [of_function(t).gpus for t in (test_one, test_two, test_none)] == [1, 2, 0]
+    devices = torch.cuda.device_count()
+    assert [of_function(t).lacks_gpus() for t in (test_one, test_two, test_none)] == [devices < 1, devices < 2, False]
 
 
 def test_a_value_cut_short_is_marked_and_a_numpy_scalar_reads_as_python():

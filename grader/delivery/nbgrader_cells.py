@@ -135,7 +135,7 @@ class ConceptCell:
     def _show_gpu_points(self, tests) -> None:
         not_graded = sum(t.max_points for t in tests if not t.graded)
         if not_graded:
-            print(f"  GPU tests worth {not_graded:g} points were not graded: this autograder has no CUDA GPU.")
+            print(f"  GPU tests worth {not_graded:g} points were not graded: this autograder has too few CUDA GPUs.")
         if self.gpu_points and not self.count_gpu_tests:
             print(f"  GPU tests worth {self.gpu_points:g} more points are not part of this notebook's grade "
                   "(it was written for an autograder without a GPU).")
@@ -285,7 +285,7 @@ def _run_visible_test(test, module_path: Path, task: Task):
     with tempfile.TemporaryDirectory(prefix="grader-test-") as tmp, captured_output() as printed:
         fixtures = {"submission": Submission(backend, time.monotonic() + 24 * 3600.0), "tmp_path": Path(tmp)}
         try:
-            if meta.gpu and not _cuda_available():
+            if meta.lacks_gpus():
                 result.status, result.feedback, result.graded = "skipped", NO_GPU.feedback, False
             else:
                 test(**{name: fixtures[name] for name in inspect.signature(test).parameters})
@@ -302,11 +302,6 @@ def _run_visible_test(test, module_path: Path, task: Task):
     result.duration_s = round(time.perf_counter() - start, 3)
     result.output = tail(printed.text)
     return result
-
-
-def _cuda_available() -> bool:
-    import torch
-    return torch.cuda.is_available()
 
 
 def _function_name(test_id: str) -> str:

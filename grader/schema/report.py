@@ -66,7 +66,7 @@ class NotGradedHere:
         return f"{NOT_GRADED_STATUS}: {self.needs}"
 
 
-NO_GPU = NotGradedHere("gpu", "needs a CUDA GPU", "GPU tests", "no CUDA GPU")
+NO_GPU = NotGradedHere("gpu", "needs more CUDA GPUs than this machine has", "GPU tests", "too few CUDA GPUs")
 NO_SOCKETS = NotGradedHere("distributed", "its ranks need sockets, which learner code may not open at the uid level",
                            "distributed tests", "the uid level gives learner code no sockets")
 NOT_GRADED_HERE = (NO_GPU, NO_SOCKETS)

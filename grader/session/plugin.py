@@ -90,7 +90,7 @@ def pytest_configure(config):
     logs.configure()
     config.addinivalue_line("markers", "points(n): the test is worth n points in the score report")
     config.addinivalue_line("markers", "concept(name): the README section a failure sends the learner to")
-    config.addinivalue_line("markers", "gpu: needs CUDA; skipped and not graded on machines without it")
+    config.addinivalue_line("markers", "gpu(n=1): needs n CUDA devices; skipped and not graded on machines with fewer")
     config.addinivalue_line("markers", "distributed: runs ranks of a process group, which need sockets; skipped and "
                                        "not graded at the uid level, which refuses learner code sockets")
     config.addinivalue_line("markers", "long: a visible check that takes minutes; deselected unless --long is given")
@@ -473,10 +473,8 @@ def concept_first(items: list, concept: str, cost=lambda item: 0.0) -> None:
 
 def pytest_runtest_setup(item):
     meta = metadata.of_item(item)
-    if meta.gpu:
-        import torch
-        if not torch.cuda.is_available():
-            pytest.skip(NO_GPU.feedback)
+    if meta.lacks_gpus():
+        pytest.skip(NO_GPU.feedback)
     if meta.distributed and item.config.stash[_SESSION].spec.isolation["level"] == "uid":
         pytest.skip(NO_SOCKETS.feedback)
 

@@ -16,9 +16,20 @@ class TestMeta:
     points: float | None          # None: the test declares none (a graded suite refuses it)
     concept: str | None           # the README section a failure sends the learner to
     title: str
-    gpu: bool                     # needs CUDA: skipped, and not graded, where there is none
+    gpus: int                     # CUDA devices it needs (`gpu` or `gpu(2)`): skipped, and not graded, where fewer
     distributed: bool             # runs ranks that need sockets: skipped, and not graded, at the uid level
     long: bool                    # a visible check of minutes, run only when asked for
+
+    @property
+    def gpu(self) -> bool:
+        return self.gpus > 0
+
+    def lacks_gpus(self) -> bool:
+        """Whether this machine has fewer CUDA devices than the test needs."""
+        if not self.gpus:
+            return False
+        import torch
+        return torch.cuda.device_count() < self.gpus
 
     @property
     def may_go_ungraded(self) -> bool:
@@ -42,10 +53,10 @@ def _meta(marks: Iterable, function, name: str) -> TestMeta:
     closest: dict = {}
     for mark in marks:
         closest.setdefault(mark.name, mark)
-    points, concept = closest.get("points"), closest.get("concept")
+    points, concept, gpu = closest.get("points"), closest.get("concept"), closest.get(NO_GPU.marker)
     return TestMeta(points=float(points.args[0]) if points is not None and points.args else None,
                     concept=concept.args[0] if concept is not None and concept.args else None,
-                    title=_title(function, name), gpu=NO_GPU.marker in closest,
+                    title=_title(function, name), gpus=(int(gpu.args[0]) if gpu.args else 1) if gpu else 0,
                     distributed=NO_SOCKETS.marker in closest, long="long" in closest)
 
 

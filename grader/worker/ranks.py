@@ -69,11 +69,12 @@ def describe_failures(outcomes: list[RankOutcome]) -> str:
     return "; ".join(outcome.describe() for outcome in outcomes if outcome.state != "returned")
 
 
-def torchrun_environment(rank: int, world_size: int, port: int) -> dict[str, str]:
-    """What `torchrun --standalone --nproc-per-node world_size` gives each of its processes, on one node."""
-    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "WORLD_SIZE": str(world_size),
-            "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": LOCALHOST, "MASTER_PORT": str(port),
-            "OMP_NUM_THREADS": "1"}
+def torchrun_environment(rank: int, world_size: int, port: int, per_node: int) -> dict[str, str]:
+    """What `torchrun --nnodes world_size/per_node --nproc-per-node per_node` gives each of its
+    processes: LOCAL_RANK counts within a machine, GROUP_RANK names the machine."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank % per_node), "GROUP_RANK": str(rank // per_node),
+            "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(per_node), "MASTER_ADDR": LOCALHOST,
+            "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
 
 
 def free_port() -> int:
@@ -87,11 +88,14 @@ def free_port() -> int:
                         f"process group talk over sockets: they cannot run here ({exc})") from None
 
 
-def run_ranks(world_size: int, work, *args, limit_s: float) -> list[RankOutcome]:
+def run_ranks(world_size: int, work, *args, limit_s: float, per_node: int | None = None) -> list[RankOutcome]:
     """`work(rank, *args)` in each of `world_size` forked ranks; every rank's outcome, in rank order,
-    once all have ended or `limit_s` seconds have passed (those still running are then killed)."""
-    if world_size < 1:
-        raise ValueError(f"world_size must be at least 1, not {world_size}")
+    once all have ended or `limit_s` seconds have passed (those still running are then killed).
+    `per_node` ranks make one machine in their environment (all of them by default): code that takes
+    LOCAL_RANK for the rank is caught where there are two machines."""
+    per_node = per_node or world_size
+    if world_size < 1 or world_size % per_node:
+        raise ValueError(f"world_size must be a positive multiple of per_node, not {world_size} (per_node {per_node})")
     port = free_port()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -103,7 +107,7 @@ def run_ranks(world_size: int, work, *args, limit_s: float) -> list[RankOutcome]
             pid = os.fork()
             if pid == 0:                             # the rank: never returns
                 os.close(read_end)
-                _serve_rank(write_end, parent, rank, torchrun_environment(rank, world_size, port), work, args)
+                _serve_rank(write_end, parent, rank, torchrun_environment(rank, world_size, port, per_node), work, args)
             os.close(write_end)
             children[read_end] = (rank, pid)
         received = _read_until(children, time.monotonic() + limit_s)
