@@ -57,6 +57,17 @@ def test_the_totals_note_names_each_kind_of_test_left_out_with_its_reason():
     assert score_report.not_graded_note(tests[3:]) == ""
 
 
+def test_a_task_with_no_test_graded_here_shows_no_percentage_rather_than_zero(tmp_path):
+    d = "07_distributed"
+    ranks = TaskResult(d, "Exercise 07", ModuleInfo("/x/distributed.py", True), [
+        result(d, "ranks", "skipped", points=2.0, feedback=NO_SOCKETS.feedback)])
+    summary = tmp_path / "summary.md"
+    with open(tmp_path / "out", "w") as stream:
+        github.publish(ScoreReport(run={}, submission={}, tasks=[ranks]), {"GITHUB_STEP_SUMMARY": str(summary)}, stream)
+    assert "| 07_distributed | 0 / 0 | — | 0 | 0 |" in summary.read_text()
+    assert score_report.percent_text(1, 4) == "25.0" and score_report.percent_text(0, 0) == "—"
+
+
 def hand_written_report(workspace: Path) -> ScoreReport:
     """Task 01: 1 of 6 points earned (a GPU test of 2 points not graded); task 02: 3 of 4."""
     attention = workspace / "exercises" / "01_einsum_attention" / "attention.py"

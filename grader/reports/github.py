@@ -25,7 +25,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note, percent_text
 
 MAX_ERRORS = 10           # GitHub keeps 10 error annotations per step and drops the rest
 
@@ -52,7 +52,7 @@ def step_summary(report: ScoreReport) -> str:
            "| task | points | % | passed | to fix |", "|---|---:|---:|---:|---:|"]
     for task in report.tasks:
         passed = sum(t.status == "passed" for t in task.tests)
-        out.append(f"| {_cell(task.task)} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} "
+        out.append(f"| {_cell(task.task)} | {task.points:g} / {task.max_points:g} | {percent_text(task.points, task.max_points)} "
                    f"| {passed} | {sum(t.lost for t in task.tests)} |")
     if total.not_graded_points:
         out += ["", not_graded_note(report.tests())]

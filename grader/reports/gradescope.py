@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note
+from grader.schema.report import ScoreReport, TaskResult, TestResult, location_text, not_graded_note, percent_text
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 DEFAULT_HIDDEN_VISIBILITY = "after_published"
@@ -60,7 +60,8 @@ def summary_markdown(report: ScoreReport, scope: str = "") -> str:
                   *[f"- {problem}" for problem in report.problems], ""]
     lines += [f"**{scope}{total.points:g} / {total.max_points:g} points ({total.percent:.1f}%)**", "",
               "| task | points | % |", "|---|---:|---:|"]
-    lines += [f"| {task.title} | {task.points:g} / {task.max_points:g} | {task.percent:.1f} |" for task in report.tasks]
+    lines += [f"| {task.title} | {task.points:g} / {task.max_points:g} | {percent_text(task.points, task.max_points)} |"
+              for task in report.tasks]
     if total.not_graded_points:
         lines += ["", not_graded_note(report.tests())]
     level = (report.isolation or {}).get("level")

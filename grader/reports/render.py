@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.schema.report import NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note, points_text
+from grader.schema.report import NOT_GRADED_STATUS, ScoreReport, TaskResult, not_graded_note, percent_text, points_text
 
 _STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "magenta",
                  "crashed": "magenta", "skipped": "yellow"}
@@ -40,7 +40,7 @@ def report_table(report: ScoreReport) -> Table:
     table.add_column("tests")
     for task in report.tasks:
         table.add_row(task.task, points_text(task.points, task.max_points) + _not_graded_note(task.not_graded_points),
-                      f"{task.percent:.1f}", _counts(task))
+                      percent_text(task.points, task.max_points), _counts(task))
     total = report.total
     table.add_row(Text("total", style="bold"),
                   points_text(total.points, total.max_points) + _not_graded_note(total.not_graded_points),

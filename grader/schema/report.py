@@ -77,6 +77,12 @@ def points_text(points: float, max_points: float) -> str:
     return f"{points:g} / {max_points:g}"
 
 
+def percent_text(points: float, max_points: float) -> str:
+    """A percentage as the tables write it: "62.5", or "—" where no point was graded here (a task
+    whose every test needs what this machine or isolation level lacks), which 0.0 would misread."""
+    return f"{_percent(points, max_points):.1f}" if max_points else "—"
+
+
 def not_graded_note(tests: list[TestResult]) -> str:
     """The sentence under a total that leaves tests out, each kind with its reason ("" when none is)."""
     left_out = [t for t in tests if not t.graded]
