@@ -100,6 +100,19 @@ def test_four_ranks_on_two_machines_count_their_local_ranks_per_machine():
         run_ranks(3, machine_of, limit_s=30, per_node=2)
 
 
+def store_listening(rank):
+    import socket
+    with socket.create_connection(("127.0.0.1", int(os.environ["MASTER_PORT"])), timeout=5):
+        return os.environ["TORCHELASTIC_USE_AGENT_STORE"]
+
+
+def test_the_store_listens_before_any_rank_starts_so_no_one_can_take_its_port():
+    """As torchrun's agent does, the caller hosts the rendezvous store: its port is held from the
+    moment it is chosen, and every rank (rank 0 too) connects to it as a client."""
+    ranks = run_ranks(2, store_listening, limit_s=30)
+    assert [r.value for r in ranks] == ["True", "True"], describe_failures(ranks)
+
+
 def test_a_rank_that_raises_is_named_and_its_waiting_peer_is_stopped_at_the_limit(submission_with_ranks):
     submission, probes = submission_with_ranks
     started = time.monotonic()

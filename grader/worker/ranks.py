@@ -8,14 +8,16 @@ rank: what the rank returned, what it raised, that it died, or that it was still
 limit came. Ranks still running then are killed, so a rank that waits forever in a collective for
 a rank that failed costs the probe its limit, never the grading.
 
-The rendezvous is a port free on this host when the ranks start, never a fixed one: in the sandbox
-the host is the grading's own network namespace, which no other grading shares. Where learner code
-may open no socket (the uid level's seccomp filter), no process group can be made: `run_ranks`
-raises `NoSockets` before forking, with a sentence saying so.
+The rendezvous is torchrun's: this process hosts the store, as torchrun's agent does, on a port the
+system picks and this process holds until the ranks have ended, and every rank connects to it
+(TORCHELASTIC_USE_AGENT_STORE). No fixed port, and no port that another grading on the same host
+could take between its choice and its use. Where learner code may open no socket (the uid level's
+seccomp filter), no process group can be made: `run_ranks` raises `NoSockets` before forking, with
+a sentence saying so.
 
-Like `loading`, this module imports nothing at import time beyond the standard library; torch is
-only told to compute on one thread per rank when it is already imported (torchrun sets
-OMP_NUM_THREADS=1 for the same reason: ranks sharing a machine's cores).
+Like `loading`, this module imports nothing at import time beyond the standard library: torch's
+store is imported when ranks are run, and torch is only told to compute on one thread per rank
+(torchrun sets OMP_NUM_THREADS=1 for the same reason: ranks sharing a machine's cores).
 """
 from __future__ import annotations
 
@@ -71,21 +73,27 @@ def describe_failures(outcomes: list[RankOutcome]) -> str:
 
 def torchrun_environment(rank: int, world_size: int, port: int, per_node: int) -> dict[str, str]:
     """What `torchrun --nnodes world_size/per_node --nproc-per-node per_node` gives each of its
-    processes: LOCAL_RANK counts within a machine, GROUP_RANK names the machine."""
+    processes: LOCAL_RANK counts within a machine, GROUP_RANK names the machine, and the store its
+    agent hosts."""
     return {"RANK": str(rank), "LOCAL_RANK": str(rank % per_node), "GROUP_RANK": str(rank // per_node),
             "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(per_node), "MASTER_ADDR": LOCALHOST,
-            "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+            "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True", "OMP_NUM_THREADS": "1"}
 
 
-def free_port() -> int:
-    """A TCP port no one listens on now; `NoSockets` where this process may open no socket."""
+def refuse_without_sockets() -> None:
+    """`NoSockets` where this process may open no socket, before any rank is forked."""
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((LOCALHOST, 0))
-            return probe.getsockname()[1]
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
     except PermissionError as exc:
         raise NoSockets("this grading gives learner code no sockets (the uid level refuses them), and the ranks of a "
                         f"process group talk over sockets: they cannot run here ({exc})") from None
+
+
+def agent_store(world_size: int):
+    """The rendezvous store torchrun's agent would host, listening on a port the system picks. Its
+    server is a thread: it is made after the ranks are forked, which a thread's locks must not reach."""
+    from torch.distributed import TCPStore
+    return TCPStore(LOCALHOST, 0, world_size, is_master=True, wait_for_workers=False)
 
 
 def run_ranks(world_size: int, work, *args, limit_s: float, per_node: int | None = None) -> list[RankOutcome]:
@@ -96,38 +104,52 @@ def run_ranks(world_size: int, work, *args, limit_s: float, per_node: int | None
     per_node = per_node or world_size
     if world_size < 1 or world_size % per_node:
         raise ValueError(f"world_size must be a positive multiple of per_node, not {world_size} (per_node {per_node})")
-    port = free_port()
+    refuse_without_sockets()
     sys.stdout.flush()
     sys.stderr.flush()
     children: dict[int, tuple[int, int]] = {}       # read end -> (rank, pid)
-    parent = os.getpid()
+    ports: list[int] = []                            # where each rank is told the store's port
+    parent, store = os.getpid(), None
     try:
         for rank in range(world_size):
             read_end, write_end = os.pipe()
+            port_read, port_write = os.pipe()
             pid = os.fork()
             if pid == 0:                             # the rank: never returns
                 os.close(read_end)
-                _serve_rank(write_end, parent, rank, torchrun_environment(rank, world_size, port, per_node), work, args)
+                os.close(port_write)
+                _serve_rank(write_end, port_read, parent, rank, (world_size, per_node), work, args)
             os.close(write_end)
+            os.close(port_read)
             children[read_end] = (rank, pid)
+            ports.append(port_write)
+        store = agent_store(world_size)
+        for port_write in ports:
+            os.write(port_write, str(store.port).encode())
         received = _read_until(children, time.monotonic() + limit_s)
     finally:
         for pid in (pid for _, pid in children.values()):
             _kill(pid)
-        for read_end in children:
-            os.close(read_end)
+        for end in [*children, *ports]:
+            os.close(end)
+        del store                                    # its port is free again
     return [_outcome(rank, pid, received.get(read_end), limit_s)
             for read_end, (rank, pid) in sorted(children.items(), key=lambda item: item[1][0])]
 
 
-def _serve_rank(write_end: int, parent: int, rank: int, environment: dict[str, str], work, args) -> None:
-    """In the forked rank: run the work, hand its result (or what it raised) back, and exit. It
-    dies with the process that forked it (the worker, when the trusted side kills that)."""
+def _serve_rank(write_end: int, port_read: int, parent: int, rank: int, layout: tuple[int, int], work, args) -> None:
+    """In the forked rank: learn the store's port, run the work, hand its result (or what it
+    raised) back, and exit. It dies with the process that forked it (the worker, when the trusted
+    side kills that)."""
     status = 0
     try:
         die_with_parent(parent)
         signal.signal(signal.SIGUSR2, signal.SIG_DFL)      # the worker's stack dumps are the worker's own
-        os.environ.update(environment)
+        port = int(os.read(port_read, 16) or b"0")
+        if not port:                                       # the store was never made: nothing to join
+            os._exit(71)
+        world_size, per_node = layout
+        os.environ.update(torchrun_environment(rank, world_size, port, per_node))
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.set_num_threads(1)
