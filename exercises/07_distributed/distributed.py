@@ -1,0 +1,97 @@
+"""Exercise 07: data parallelism for real, on CPU: DDP and FSDP over gloo, launched by torchrun.
+
+Every function runs on each rank of a process group (`torchrun --standalone --nproc-per-node N`
+starts one process per rank and gives it RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
+Fill in every function below; README.md explains each one and ends each section with its contract.
+Run the visible tests with:  pytest exercises/07_distributed
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+IGNORE_INDEX = -100
+
+
+def init_distributed(timeout_s=60.0):
+    """Join the process group torchrun's environment describes; return (rank, world_size)."""
+    raise NotImplementedError('see README.md, section "Joining the group"')
+
+
+def shutdown():
+    """Leave the process group (every rank, once, at the end); nothing when no group was joined."""
+    raise NotImplementedError('see README.md, section "Joining the group"')
+
+
+def shard_loader(dataset, batch_size, epoch, seed, drop_last=False):
+    """This rank's DataLoader for `epoch`: its share of a shuffled order that changes every epoch."""
+    raise NotImplementedError('see README.md, section "Sharding the data"')
+
+
+def build_model(model_class, config, seed):
+    """The model every rank starts from: `model_class(config)` built after the same seed on every rank."""
+    raise NotImplementedError('see README.md, section "Seeds: alike and not alike"')
+
+
+def seed_for_dropout(seed):
+    """After the model is built: the seed of this rank's own randomness (dropout masks)."""
+    raise NotImplementedError('see README.md, section "Seeds: alike and not alike"')
+
+
+def wrap_ddp(model):
+    """The model wrapped for data parallelism: a whole copy on every rank, gradients all-reduced."""
+    raise NotImplementedError('see README.md, section "The DDP step"')
+
+
+def count_label_tokens(labels):
+    """Tokens that carry loss in a batch of labels: the shifted labels that are not IGNORE_INDEX."""
+    raise NotImplementedError('see README.md, section "The DDP step"')
+
+
+def train_step(ddp_model, optimizer, micro_batches):
+    """One optimizer step over this rank's micro-batches; return the step's loss over every rank's tokens."""
+    raise NotImplementedError('see README.md, section "The DDP step"')
+
+
+def save_checkpoint(ddp_model, optimizer, path, step):
+    """Rank 0 writes the checkpoint, whole or not at all; every rank returns once it is complete."""
+    raise NotImplementedError('see README.md, section "Rank 0 writes, every rank waits"')
+
+
+def load_checkpoint(model, optimizer, path):
+    """Every rank reads the checkpoint into its own (unwrapped) model and optimizer; return the step."""
+    raise NotImplementedError('see README.md, section "Rank 0 writes, every rank waits"')
+
+
+def log_metrics(path, step, loss):
+    """Rank 0 appends one JSON line {"step", "loss"} to `path`; the other ranks write nothing."""
+    raise NotImplementedError('see README.md, section "Rank 0 writes, every rank waits"')
+
+
+def shard_fsdp(model):
+    """Shard a Llama-style model with FSDP2's fully_shard; return it."""
+    raise NotImplementedError('see README.md, section "FSDP: sharding the training state"')
+
+
+def fsdp_state_bytes(model, optimizer):
+    """Bytes this rank holds of the sharded training state: {"params", "grads", "optimizer"}."""
+    raise NotImplementedError('see README.md, section "FSDP: sharding the training state"')
+
+
+def main(argv=None):
+    """The entry point `torchrun --standalone --nproc-per-node N distributed.py --data FILE --out DIR` runs."""
+    raise NotImplementedError('see README.md, section "Launching with torchrun"')
+
+
+if __name__ == "__main__":
+    main()
