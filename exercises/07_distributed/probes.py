@@ -1,0 +1,256 @@
+"""Probes of the visible tests: they run beside your module (in the worker during official grading),
+start the ranks of a process group (`grader.worker.ranks`: forked, with torchrun's environment),
+call your functions on every rank, watch what they do from the outside (what reached
+`init_process_group`, each all-reduce of DDP, who saved what) and return it, as data, rank by rank.
+
+Except in the tests of "Joining the group", the probe joins the group itself (gloo, with a
+timeout), so that a mistake in `init_distributed` costs only its own tests.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from grader.worker.ranks import RankOutcome, run_ranks
+
+COLLECTIVE_TIMEOUT_S = 30      # the probe's own group: a rank left waiting gives up after this
+COMMON_PORTS = (29500, 12355, 12345)      # what a port written into code usually is: taken here by someone else
+
+
+def on_ranks(world_size, work, *args, limit_s=60.0):
+    """`work(rank, *args)` on every rank; each rank's outcome as data (`RankOutcome.as_data`)."""
+    return [outcome.as_data() for outcome in run_ranks(world_size, work, *args, limit_s=limit_s)]
+
+
+@contextlib.contextmanager
+def probe_group():
+    """The probe's own process group for one rank's work, left at the end whatever happened."""
+    dist.init_process_group("gloo", timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    try:
+        yield dist.get_rank(), dist.get_world_size()
+    finally:
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def ports_taken(ports=COMMON_PORTS):
+    """Listening sockets on the ports code tends to write in, as another job on the machine would have."""
+    held = []
+    for port in ports:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        with contextlib.suppress(OSError):
+            listener.bind(("127.0.0.1", port))
+            listener.listen()
+            held.append(listener)
+    try:
+        yield
+    finally:
+        for listener in held:
+            listener.close()
+
+
+# ---------------------------------------------------------------- Joining the group
+
+def joined(module, world_size, timeout_s):
+    """Each rank: what `init_distributed(timeout_s)` returned and passed to `init_process_group`,
+    the group it made, and whether `shutdown()` left it (and did nothing when called again)."""
+    def work(rank):
+        seen = {}
+        real = dist.init_process_group
+
+        def watching(*args, **kwargs):
+            seen.update(backend=args[0] if args else kwargs.get("backend"),
+                        timeout_s=kwargs["timeout"].total_seconds() if kwargs.get("timeout") else None,
+                        init_method=kwargs.get("init_method"), explicit_rank=kwargs.get("rank"))
+            return real(*args, **kwargs)
+
+        dist.init_process_group = watching
+        try:
+            returned = module.init_distributed(timeout_s)
+        finally:
+            dist.init_process_group = real
+        group = {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": dist.get_backend()}
+        module.shutdown()
+        left = not dist.is_initialized()
+        module.shutdown()
+        return {"returned": list(returned) if isinstance(returned, tuple) else returned, "seen": seen,
+                "group": group, "left": left}
+
+    with ports_taken():
+        return on_ranks(world_size, work)
+
+
+# ---------------------------------------------------------------- Sharding the data
+
+def shards(module, world_size, n_samples, batch_size, epochs, seed, drop_last):
+    """Each rank: the sample ids its loader yields, epoch by epoch (the dataset's items are their ids)."""
+    def work(rank):
+        with probe_group():
+            dataset = list(range(n_samples))
+            return [[int(i) for batch in module.shard_loader(dataset, batch_size, epoch, seed, drop_last) for i in batch]
+                    for epoch in range(epochs)]
+    return on_ranks(world_size, work)
+
+
+# ---------------------------------------------------------------- Seeds
+
+def seeded(module, world_size, config, seed):
+    """Each rank: a fingerprint of the weights `build_model` built, and the first draws after
+    `seed_for_dropout(seed)` (a dropout mask's randomness)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def work(rank):
+        with probe_group():
+            torch.manual_seed(1000 + rank)          # whatever each rank's state was before
+            model = module.build_model(LlamaForCausalLM, LlamaConfig(**config), seed)
+            weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            module.seed_for_dropout(seed)
+            return {"weights": weights[:64].clone(), "weights_sum": float(weights.double().sum()), "draws": torch.rand(8)}
+    return on_ranks(world_size, work)
+
+
+# ---------------------------------------------------------------- The DDP step
+
+def counting_all_reduces(calls):
+    """A DDP communication hook that appends to `calls` for each bucket DDP all-reduces, then
+    all-reduces it as DDP does by default (`allreduce_hook`: the sum divided by the world size)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def all_reduce(state, bucket):
+        calls.append(bucket.index())
+        return allreduce_hook(state, bucket)
+    return all_reduce
+
+
+def stepped(module, world_size, config, seed, micro_batches_per_rank):
+    """Each rank: the loss `train_step` returned, the gradient it applied (as one vector; the
+    optimizer is SGD with lr 0, so the weights stay those built), how many buckets DDP all-reduced
+    during the step, and how many buckets one all-reduce of the whole gradient takes."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def work(rank):
+        with probe_group():
+            torch.manual_seed(seed)
+            model = LlamaForCausalLM(LlamaConfig(**config))
+            ddp_model = module.wrap_ddp(model)
+            calls = []
+            ddp_model.register_comm_hook(None, counting_all_reduces(calls))
+            optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.0)
+            loss = module.train_step(ddp_model, optimizer, micro_batches_per_rank[rank])
+            applied, during_step = gradient(model), len(calls)
+            calls.clear()
+            model.zero_grad(set_to_none=True)
+            ddp_model(input_ids=micro_batches_per_rank[rank][0]["input_ids"]).logits.float().sum().backward()
+            return {"loss": loss, "grad": applied, "all_reduces": during_step, "buckets": len(calls),
+                    "wrapped": type(ddp_model).__name__}
+
+    return on_ranks(world_size, work)
+
+
+def gradient(model):
+    """Every parameter's gradient as one vector (zeros where a parameter has none)."""
+    return torch.cat([p.grad.detach().reshape(-1) if p.grad is not None else torch.zeros(p.numel())
+                      for p in model.parameters()])
+
+
+# ---------------------------------------------------------------- Rank 0 writes, every rank waits
+
+SLOW_WRITE_S = 1.0        # rank 0's torch.save takes this long here: a rank that does not wait reads too early
+
+
+def checkpointed(module, world_size, config, seed, folder, step):
+    """Each rank: which ranks called torch.save (and on what), then what it read back right after
+    `save_checkpoint` returned, with rank 0's write slowed down: the step, the keys, and whether
+    the weights it loaded equal the ones saved."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def work(rank):
+        with probe_group():
+            torch.manual_seed(seed)
+            model = LlamaForCausalLM(LlamaConfig(**config))
+            ddp_model = torch.nn.parallel.DistributedDataParallel(model)
+            optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=1e-3)
+            ddp_model(input_ids=torch.arange(8).reshape(1, 8)).logits.float().mean().backward()
+            optimizer.step()
+            saves = []
+            real_save = torch.save
+
+            def slow_save(obj, target, *args, **kwargs):
+                saves.append({"rank": rank, "target": str(target),
+                              "keys": sorted(obj) if isinstance(obj, dict) else None})
+                time.sleep(SLOW_WRITE_S)
+                return real_save(obj, target, *args, **kwargs)
+
+            torch.save = slow_save
+            path = os.path.join(folder, "checkpoint.pt")
+            try:
+                module.save_checkpoint(ddp_model, optimizer, path, step)
+            finally:
+                torch.save = real_save
+            fresh = LlamaForCausalLM(LlamaConfig(**config))
+            fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=1e-3)
+            read_step = module.load_checkpoint(fresh, fresh_optimizer, path)
+            same = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+            stored = torch.load(path, map_location="cpu", weights_only=True)
+            return {"saves": saves, "step": read_step, "same_weights": same, "keys": sorted(stored),
+                    "model_keys_prefixed": any(k.startswith("module.") for k in stored.get("model", {})),
+                    "optimizer_steps": sorted({int(s["step"]) for s in fresh_optimizer.state_dict()["state"].values()}),
+                    "files": sorted(os.listdir(folder))}
+
+    return on_ranks(world_size, work)
+
+
+def logged(module, world_size, path, steps):
+    """Each rank logs `steps` (step, loss) pairs; the file's lines, read after every rank is done."""
+    def work(rank):
+        with probe_group():
+            for step in range(steps):
+                module.log_metrics(path, step, 1.0 / (step + 1))
+            dist.barrier()
+            with open(path, encoding="utf-8") as log:
+                return log.read().splitlines()
+    return on_ranks(world_size, work)
+
+
+# ---------------------------------------------------------------- FSDP
+
+def sharded_state(module, world_size, config, seed):
+    """Each rank: the FSDP units of the model `shard_fsdp` returned, after one AdamW step the bytes
+    `fsdp_state_bytes` reported and the bytes its local shards really hold, and the model's whole size."""
+    from torch.distributed.fsdp import FSDPModule
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def work(rank):
+        with probe_group():
+            torch.manual_seed(seed)
+            model = LlamaForCausalLM(LlamaConfig(**config))
+            whole = sum(p.numel() * p.element_size() for p in model.parameters())
+            sharded = module.shard_fsdp(model)
+            units = sorted(name or "<root>" for name, m in sharded.named_modules() if isinstance(m, FSDPModule))
+            optimizer = torch.optim.AdamW(sharded.parameters(), lr=1e-3)
+            sharded(input_ids=torch.arange(8).reshape(1, 8)).logits.float().mean().backward()
+            optimizer.step()
+            reported = module.fsdp_state_bytes(sharded, optimizer)
+
+            def local(t):
+                t = t.to_local() if hasattr(t, "to_local") else t
+                return t.numel() * t.element_size()
+
+            params = list(sharded.parameters())
+            held = {"params": sum(local(p) for p in params), "grads": sum(local(p.grad) for p in params if p.grad is not None),
+                    "optimizer": sum(local(v) for st in optimizer.state.values() for v in st.values()
+                                     if torch.is_tensor(v) and v.dim() > 0)}
+            return {"units": units, "reported": reported, "held": held, "whole_param_bytes": whole,
+                    "layers": len(model.model.layers)}
+    return on_ranks(world_size, work)
+
+
+def outcomes(data):
+    """The outcomes of `on_ranks` again, for a test's messages (`RankOutcome.describe`)."""
+    return [RankOutcome(**entry) for entry in data]
