@@ -1,0 +1,122 @@
+"""Mutants (realistic learner bugs) and alternative correct solutions for exercise 07. `grader audit
+07` grades them all.
+
+Written as edits of solutions/07_distributed/distributed.py. Every mutant names the rule it breaks,
+as the README marks it, and every rule has at least one mutant.
+"""
+from grader.running.variants import Alternative, Mutant
+
+COURSE_MUTANTS = [
+    # ---------------------------------------------------------------- Joining the group
+    Mutant("nccl_on_cpu", rule="init.backend", note="nccl whatever the machine has",
+           edits={'backend = "nccl" if torch.cuda.is_available() else "gloo"': 'backend = "nccl"'}),
+    Mutant("hard_coded_port", rule="init.env_rendezvous", note="a port of its own, as tutorials write it",
+           edits={"    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))":
+                  '    os.environ["MASTER_PORT"] = "29500"\n'
+                  "    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))"}),
+    Mutant("no_timeout", rule="init.timeout", note="the default timeout: a dead peer is waited for ten minutes",
+           edits={"    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))":
+                  "    dist.init_process_group(backend)"}),
+    Mutant("shutdown_without_a_group_raises", rule="init.shutdown", note="destroy_process_group called unconditionally",
+           edits={"    if dist.is_initialized():\n        dist.destroy_process_group()": "    dist.destroy_process_group()"}),
+    # ---------------------------------------------------------------- Sharding the data
+    Mutant("no_sampler", rule="data.each_once", note="every rank iterates the whole dataset",
+           edits={"    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)":
+                  "    return DataLoader(dataset, batch_size=batch_size, shuffle=True)"}),
+    Mutant("set_epoch_forgotten", rule="data.set_epoch", note="every epoch in the first one's order",
+           edits={"    sampler.set_epoch(epoch)\n": ""}),
+    Mutant("sampler_seed_ignored", rule="data.seeded", note="DistributedSampler's default seed, whatever `seed` says",
+           edits={"shuffle=True,\n                                 seed=seed, drop_last=drop_last)":
+                  "shuffle=True,\n                                 drop_last=drop_last)"}),
+    Mutant("uneven_tail_dropped_always", rule="data.pad", note="drop_last=True whatever the argument",
+           edits={"seed=seed, drop_last=drop_last)": "seed=seed, drop_last=True)"}),
+    Mutant("uneven_tail_kept_always", rule="data.drop", note="drop_last=False whatever the argument",
+           edits={"seed=seed, drop_last=drop_last)": "seed=seed, drop_last=False)"}),
+    # ---------------------------------------------------------------- Seeds
+    Mutant("model_seeded_by_rank", rule="seeds.build_alike", note="seed + rank before building the model",
+           edits={"    torch.manual_seed(seed)\n    return model_class(config)":
+                  "    torch.manual_seed(seed + dist.get_rank())\n    return model_class(config)"}),
+    Mutant("dropout_seeded_alike", rule="seeds.dropout_per_rank", note="the same seed on every rank for dropout",
+           edits={"    torch.manual_seed(seed + dist.get_rank())": "    torch.manual_seed(seed)"}),
+    # ---------------------------------------------------------------- The DDP step
+    Mutant("loss_not_shifted", rule="step.shifted_loss", note="logits at t against the label at t",
+           edits={"    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch[\"labels\"][:, 1:].flatten(),":
+                  "    return F.cross_entropy(logits.flatten(0, 1).float(), batch[\"labels\"].flatten(),"}),
+    Mutant("rank_mean_averaged", rule="step.not_rank_mean", note="each rank's own mean, which DDP then averages",
+           edits={"    tokens = torch.tensor(float(sum(count_label_tokens(batch[\"labels\"]) for batch in micro_batches)))\n"
+                  "    dist.all_reduce(tokens)\n    world_size = dist.get_world_size()":
+                  "    tokens = torch.tensor(float(sum(count_label_tokens(batch[\"labels\"]) for batch in micro_batches)))\n"
+                  "    world_size = 1"}),
+    Mutant("loss_summed_over_ranks", rule="step.not_summed", note="the world size left in: gradients N times too large",
+           edits={"            (loss_sum * world_size / tokens).backward()": "            (loss_sum * world_size ** 2 / tokens).backward()"}),
+    Mutant("micro_batch_means_averaged", rule="step.token_weighted", note="each micro-batch's mean, averaged",
+           edits={"            (loss_sum * world_size / tokens).backward()":
+                  "            (loss_sum / max(count_label_tokens(batch[\"labels\"]), 1) / len(micro_batches)).backward()"}),
+    Mutant("local_loss_returned", rule="step.returned_loss", note="this rank's own mean returned",
+           edits={"    dist.all_reduce(summed)\n    return float(summed / tokens)":
+                  "    local = sum(count_label_tokens(batch[\"labels\"]) for batch in micro_batches)\n"
+                  "    return float(summed / max(local, 1))"}),
+    Mutant("tokens_counted_before_the_shift", rule="step.count_tokens", note="the first position's label counted",
+           edits={"    return int((labels[:, 1:] != IGNORE_INDEX).sum())": "    return int((labels != IGNORE_INDEX).sum())"}),
+    # ---------------------------------------------------------------- Accumulation
+    Mutant("no_sync_forgotten", rule="accumulation.no_sync", note="an all-reduce at every micro-batch",
+           edits={"        with contextlib.nullcontext() if last else ddp_model.no_sync():":
+                  "        with contextlib.nullcontext():"}),
+    # ---------------------------------------------------------------- Rank 0 writes, every rank waits
+    Mutant("every_rank_saves", rule="checkpoint.rank0_only", note="each rank writes the same file",
+           edits={"    if dist.get_rank() == 0:\n        path = Path(path)": "    if True:\n        path = Path(path)"}),
+    Mutant("ddp_prefix_kept", rule="checkpoint.no_prefix", note="the wrapper's state_dict, keys under module.",
+           edits={'{"model": ddp_model.module.state_dict(),': '{"model": ddp_model.state_dict(),'}),
+    Mutant("written_in_place", rule="checkpoint.atomic", note="torch.save straight to the final name",
+           edits={"        torch.save({\"model\": ddp_model.module.state_dict(), \"optimizer\": optimizer.state_dict(), "
+                  "\"step\": step}, partial)\n        os.replace(partial, path)":
+                  "        torch.save({\"model\": ddp_model.module.state_dict(), \"optimizer\": optimizer.state_dict(), "
+                  "\"step\": step}, path)"}),
+    Mutant("barrier_before_the_write", rule="checkpoint.barrier", note="every rank waits, then rank 0 writes",
+           edits={"    if dist.get_rank() == 0:\n        path = Path(path)": "    dist.barrier()\n    if dist.get_rank() == 0:\n        path = Path(path)",
+                  "        os.replace(partial, path)\n    dist.barrier()": "        os.replace(partial, path)"}),
+    Mutant("optimizer_state_not_loaded", rule="checkpoint.load", note="the weights loaded, the optimizer's moments not",
+           edits={"    optimizer.load_state_dict(state[\"optimizer\"])\n": ""}),
+    Mutant("every_rank_logs", rule="log.rank0_only", note="N copies of every line",
+           edits={"    if dist.get_rank() == 0:\n        with open(path, \"a\", encoding=\"utf-8\") as log:":
+                  "    if True:\n        with open(path, \"a\", encoding=\"utf-8\") as log:"}),
+    # ---------------------------------------------------------------- FSDP
+    Mutant("root_only_fsdp", rule="fsdp.per_layer", note="one unit: the whole model gathered at once",
+           edits={"    for layer in model.model.layers:\n        fully_shard(layer)\n": ""}),
+    Mutant("whole_tensor_bytes", rule="fsdp.local_bytes", note="the DTensors' global sizes",
+           edits={"        shard = tensor.to_local() if hasattr(tensor, \"to_local\") else tensor\n":
+                  "        shard = tensor.full_tensor() if hasattr(tensor, \"full_tensor\") else tensor\n"}),
+    Mutant("optimizer_state_left_out", rule="fsdp.share", note="AdamW's moments not counted",
+           edits={"            \"optimizer\": sum(local(value) for state in optimizer.state.values() for value in state.values()\n"
+                  "                             if torch.is_tensor(value) and value.dim() > 0)}":
+                  "            \"optimizer\": 0}"}),
+    # ---------------------------------------------------------------- Launching
+    Mutant("main_saves_weights_on_every_rank", rule="launch.main", note="torch.save of the weights alone, on every rank",
+           edits={"        save_checkpoint(ddp_model, optimizer, out / \"checkpoint.pt\", spec[\"steps\"])":
+                  "        torch.save(ddp_model.module.state_dict(), out / \"checkpoint.pt\")"}),
+]
+
+ALTERNATIVES = [
+    Alternative("hf_loss_with_num_items", note="the model's own loss with num_items_in_batch, times the world size",
+                functions={"_loss_sum": '''def _loss_sum(model, batch):
+    """The summed cross-entropy of a batch's predicted tokens, from the model's own loss."""
+    count = max(count_label_tokens(batch["labels"]), 1)
+    return model(input_ids=batch["input_ids"], labels=batch["labels"]).loss.float() * count
+'''}),
+    Alternative("sampler_indices_by_hand", note="the shard computed from a seeded permutation, as DistributedSampler does",
+                functions={"shard_loader": '''def shard_loader(dataset, batch_size, epoch, seed, drop_last=False):
+    """This rank's share of a shuffled order, computed as DistributedSampler computes it."""
+    import math
+    rank, world = dist.get_rank(), dist.get_world_size()
+    generator = torch.Generator()
+    generator.manual_seed(seed + epoch)
+    order = torch.randperm(len(dataset), generator=generator).tolist()
+    if drop_last and len(dataset) % world:
+        size = len(dataset) // world * world
+        order = order[:size]
+    else:
+        size = math.ceil(len(dataset) / world) * world
+        order = (order * math.ceil(size / max(len(order), 1)))[:size]
+    return DataLoader(torch.utils.data.Subset(dataset, order[rank:size:world]), batch_size=batch_size)
+'''}),
+]
