@@ -25,8 +25,12 @@ def shutdown_without_a_group(module):
     return None
 
 
+CRASH_STATUS = 9          # the exit status of a rank that died in the middle of torch.save
+
+
 def crash_while_saving(module, world_size, config, seed, folder):
-    """Rank 0's torch.save writes half a file and dies; what is left in `folder` once the ranks end."""
+    """Rank 0's torch.save writes half a file and dies: each rank's outcome, and what is left in
+    `folder` once the ranks end."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     def work(rank):
@@ -38,12 +42,12 @@ def crash_while_saving(module, world_size, config, seed, folder):
             def dies_half_way(obj, target, *args, **kwargs):
                 with open(target, "wb") as out:
                     out.write(b"PK\x03\x04 half a checkpoint")
-                os._exit(9)
+                os._exit(CRASH_STATUS)
 
             torch.save = dies_half_way
             module.save_checkpoint(ddp_model, optimizer, os.path.join(folder, "checkpoint.pt"), 3)
-    visible.on_ranks(world_size, work, limit_s=8.0)
-    return sorted(os.listdir(folder))
+    ranks = visible.on_ranks(world_size, work, limit_s=8.0)
+    return {"ranks": ranks, "left": sorted(os.listdir(folder))}
 
 
 def launched(module, data, out, nproc, limit_s):

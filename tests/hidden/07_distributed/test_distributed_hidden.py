@@ -135,7 +135,8 @@ def test_the_optimizer_state_comes_back_too(submission, tmp_path):
     ranks = values(submission.probe(visible.checkpointed, 4, TINY_LLAMA, 0, str(tmp_path), 11))
     for rank, r in enumerate(ranks):
         assert r["step"] == 11 and r["same_weights"], f"rank {rank} read back step {r['step']}"
-        assert r["optimizer_steps"] == [1], f"rank {rank}: the optimizer's state was not loaded (its steps: {r['optimizer_steps']})"
+        assert r["optimizer_steps"] == [1], \
+            f"rank {rank}: the optimizer's state was not loaded (its steps: {r['optimizer_steps']})"
 
 
 @pytest.mark.points(2)
@@ -143,8 +144,12 @@ def test_the_optimizer_state_comes_back_too(submission, tmp_path):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_a_write_that_dies_half_way_leaves_no_checkpoint_at_its_name(submission, tmp_path):
-    left = submission.probe(probes.crash_while_saving, 2, TINY_LLAMA, 0, str(tmp_path))
-    assert "checkpoint.pt" not in left, f"a torn file is left at checkpoint.pt ({left}): write elsewhere, then os.replace"
+    crashed = submission.probe(probes.crash_while_saving, 2, TINY_LLAMA, 0, str(tmp_path))
+    writer = visible.outcomes(crashed["ranks"])[0]
+    assert writer.state == "died" and writer.error == f"exit status {probes.CRASH_STATUS}", \
+        f"rank 0 never reached torch.save: {writer.describe()}"
+    assert "checkpoint.pt" not in crashed["left"], \
+        f"a torn file is left at checkpoint.pt ({crashed['left']}): write elsewhere, then os.replace"
 
 
 # ---------------------------------------------------------------- FSDP
