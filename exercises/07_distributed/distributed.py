@@ -24,27 +24,39 @@ IGNORE_INDEX = -100
 
 
 def init_distributed(timeout_s=60.0):
-    """Join the process group torchrun's environment describes; return (rank, world_size)."""
+    """Join the process group torchrun's environment describes; return (rank, world_size).
+
+    gloo on CPU, nccl where CUDA is available (each rank on the device LOCAL_RANK names); the
+    rendezvous is torchrun's (`env://`: MASTER_ADDR and MASTER_PORT), never a port of your own;
+    every collective gives up after `timeout_s` seconds instead of waiting forever.
+    """
     raise NotImplementedError('see README.md, section "Joining the group"')
 
 
 def shutdown():
-    """Leave the process group (every rank, once, at the end); nothing when no group was joined."""
+    """Leave the process group (every rank, once, at the end)."""
     raise NotImplementedError('see README.md, section "Joining the group"')
 
 
 def shard_loader(dataset, batch_size, epoch, seed, drop_last=False):
-    """This rank's DataLoader for `epoch`: its share of a shuffled order that changes every epoch."""
+    """This rank's DataLoader for `epoch`: its share of a shuffled order that changes every epoch.
+
+    Across ranks, every sample appears once per epoch; when the dataset does not divide evenly,
+    `drop_last=False` repeats samples from the start of the order to even the shares out and
+    `drop_last=True` leaves the tail out.
+    """
     raise NotImplementedError('see README.md, section "Sharding the data"')
 
 
 def build_model(model_class, config, seed):
-    """The model every rank starts from: `model_class(config)` built after the same seed on every rank."""
+    """The model every rank starts from: the same seed on every rank, so that the ranks build the
+    same weights (FSDP shards what each rank built; it does not broadcast rank 0's)."""
     raise NotImplementedError('see README.md, section "Seeds: alike and not alike"')
 
 
 def seed_for_dropout(seed):
-    """After the model is built: the seed of this rank's own randomness (dropout masks)."""
+    """After the model is built: a generator state of this rank's own (seed + rank), so that the
+    ranks draw different dropout masks for their different samples."""
     raise NotImplementedError('see README.md, section "Seeds: alike and not alike"')
 
 
@@ -59,17 +71,25 @@ def count_label_tokens(labels):
 
 
 def train_step(ddp_model, optimizer, micro_batches):
-    """One optimizer step over this rank's micro-batches; return the step's loss over every rank's tokens."""
+    """One optimizer step over this rank's micro-batches; return the loss of the step over every
+    rank's tokens.
+
+    The gradient equals that of one process on all ranks' micro-batches together: the mean over
+    every loss-carrying token of the step, however the tokens are spread over ranks and
+    micro-batches. Gradients are all-reduced once per step: every backward but the last under
+    `no_sync()`.
+    """
     raise NotImplementedError('see README.md, section "The DDP step"')
 
 
 def save_checkpoint(ddp_model, optimizer, path, step):
-    """Rank 0 writes the checkpoint, whole or not at all; every rank returns once it is complete."""
+    """Rank 0 writes the model's weights (without DDP's `module.` prefix), the optimizer's state
+    and the step, whole or not at all; every rank returns once the file is complete."""
     raise NotImplementedError('see README.md, section "Rank 0 writes, every rank waits"')
 
 
 def load_checkpoint(model, optimizer, path):
-    """Every rank reads the checkpoint into its own (unwrapped) model and optimizer; return the step."""
+    """Every rank reads what `save_checkpoint` wrote into its own model and optimizer; return the step."""
     raise NotImplementedError('see README.md, section "Rank 0 writes, every rank waits"')
 
 
@@ -79,7 +99,8 @@ def log_metrics(path, step, loss):
 
 
 def shard_fsdp(model):
-    """Shard a Llama-style model with FSDP2's fully_shard; return it."""
+    """Shard a Llama-style model with FSDP2: each decoder layer its own unit, then the root (the
+    embeddings, final norm and head), so that one layer's parameters at a time are gathered whole."""
     raise NotImplementedError('see README.md, section "FSDP: sharding the training state"')
 
 
@@ -89,7 +110,8 @@ def fsdp_state_bytes(model, optimizer):
 
 
 def main(argv=None):
-    """The entry point `torchrun --standalone --nproc-per-node N distributed.py --data FILE --out DIR` runs."""
+    """`torchrun --standalone --nproc-per-node N distributed.py --data FILE --out DIR`: a few DDP
+    steps on the data file's batches, the log and the checkpoint written by rank 0."""
     raise NotImplementedError('see README.md, section "Launching with torchrun"')
 
 

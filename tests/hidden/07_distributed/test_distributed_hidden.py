@@ -1,4 +1,6 @@
-"""Graded suite for exercise 07: the visible checks at 4 ranks and on uneven data, every stated
+"""Graded suite for exercise 07 (data parallelism). PYTEST_DONT_REWRITE
+
+The visible checks at 4 ranks and on uneven data, every stated
 boundary against an oracle that runs in this process (DistributedSampler's own order, one process
 on all the ranks' tokens, the weights one seed builds), a checkpoint write that crashes half-way,
 and a real `torchrun` launch of the learner's module compared step by step with one process."""

@@ -96,6 +96,10 @@ COURSE_MUTANTS = [
                   "        torch.save(ddp_model.module.state_dict(), out / \"checkpoint.pt\")"}),
 ]
 
+INDEPENDENT_MUTANTS: list[Mutant] = []        # the independent solution's own bugs: to come with it
+
+MUTANTS = COURSE_MUTANTS + INDEPENDENT_MUTANTS
+
 ALTERNATIVES = [
     Alternative("hf_loss_with_num_items", note="the model's own loss with num_items_in_batch, times the world size",
                 functions={"_loss_sum": '''def _loss_sum(model, batch):
