@@ -9,8 +9,11 @@ timeout), so that a mistake in `init_distributed` costs only its own tests.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -237,17 +240,46 @@ def sharded_state(module, world_size, config, seed):
             optimizer.step()
             reported = module.fsdp_state_bytes(sharded, optimizer)
 
-            def local(t):
-                t = t.to_local() if hasattr(t, "to_local") else t
-                return t.numel() * t.element_size()
+            def shard_bytes(tensors):
+                shards = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
+                return sum(shard.numel() * shard.element_size() for shard in shards)
 
-            params = list(sharded.parameters())
-            held = {"params": sum(local(p) for p in params), "grads": sum(local(p.grad) for p in params if p.grad is not None),
-                    "optimizer": sum(local(v) for st in optimizer.state.values() for v in st.values()
-                                     if torch.is_tensor(v) and v.dim() > 0)}
+            moments = [v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v) and v.dim() > 0]
+            held = {"params": shard_bytes(sharded.parameters()),
+                    "grads": shard_bytes(p.grad for p in sharded.parameters() if p.grad is not None),
+                    "optimizer": shard_bytes(moments)}
             return {"units": units, "reported": reported, "held": held, "whole_param_bytes": whole,
                     "layers": len(model.model.layers)}
     return on_ranks(world_size, work)
+
+
+# ---------------------------------------------------------------- Launching with torchrun
+
+def launched(module, data, out, nproc, limit_s):
+    """`torchrun --standalone --nproc-per-node nproc <the learner's module> --data D --out O` in this
+    process's environment: its exit status, the tail of what it printed, the log's lines and what the
+    checkpoint holds (its keys, its step, whether the model's keys carry DDP's prefix)."""
+    with open(os.path.join(out, "data.json"), "w", encoding="utf-8") as spec:
+        json.dump(data, spec)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               module.__file__, "--data", os.path.join(out, "data.json"), "--out", out]
+    environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s, env=environment)
+        status, printed = done.returncode, (done.stdout + done.stderr)[-3000:]
+    except subprocess.TimeoutExpired as exc:
+        status, printed = None, f"still running after {limit_s} s: {str(exc.stderr or '')[-2000:]}"
+    log_path, checkpoint_path = os.path.join(out, "log.jsonl"), os.path.join(out, "checkpoint.pt")
+    lines = open(log_path, encoding="utf-8").read().splitlines() if os.path.exists(log_path) else None
+    held = None
+    if os.path.exists(checkpoint_path):
+        state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        held = {"keys": sorted(state) if isinstance(state, dict) else None,
+                "step": state.get("step") if isinstance(state, dict) else None,
+                "prefixed": any(str(k).startswith("module.") for k in (state.get("model") or {}))
+                if isinstance(state, dict) else None,
+                "weights": dict(state.get("model") or {}) if isinstance(state, dict) else None}
+    return {"status": status, "printed": printed, "log": lines, "checkpoint": held}
 
 
 def outcomes(data):

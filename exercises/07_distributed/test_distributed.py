@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.course import COURSE
+from grader.suite.checks import shown
 from grader.worker.loading import sibling_module
 
 # by path: a notebook has no __file__
@@ -43,12 +44,16 @@ def values(data):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_the_ranks_join_through_torchruns_environment(submission):
+    """Two ranks: init_distributed(20) returns (rank, 2), on gloo, with a 20 s timeout; shutdown leaves."""
     ranks = values(submission.probe(probes.joined, WORLD_SIZE, 20.0))
-    assert [r["returned"] for r in ranks] == [[0, WORLD_SIZE], [1, WORLD_SIZE]], "init_distributed returns (rank, world_size)"
-    for r in ranks:
-        assert r["seen"]["backend"] == "gloo", f"the backend on CPU is gloo, not {r['seen']['backend']!r}"
-        assert r["seen"]["timeout_s"] == 20.0, "init_process_group gets timeout=timedelta(seconds=timeout_s)"
-        assert r["left"], "shutdown() leaves the group"
+    returned = [r["returned"] for r in ranks]
+    assert returned == [[0, WORLD_SIZE], [1, WORLD_SIZE]], \
+        f"init_distributed: expected (rank, world_size) = {shown([[0, 2], [1, 2]])}, got {shown(returned)}"
+    for rank, r in enumerate(ranks):
+        assert r["seen"]["backend"] == "gloo", f"rank {rank}: expected backend gloo on CPU, got {shown(r['seen']['backend'])}"
+        assert r["seen"]["timeout_s"] == 20.0, \
+            f"rank {rank}: init_process_group's timeout: expected 20 s, got {shown(r['seen']['timeout_s'])}"
+        assert r["left"], f"rank {rank}: shutdown() did not leave the group"
 
 
 # ---------------------------------------------------------------- Sharding the data
@@ -58,12 +63,14 @@ def test_the_ranks_join_through_torchruns_environment(submission):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_every_sample_once_per_epoch_in_a_new_order(submission):
+    """12 samples on 2 ranks for 2 epochs: each sample once per epoch across the ranks, a new order each epoch."""
     n = 12
     ranks = values(submission.probe(probes.shards, WORLD_SIZE, n, 3, 2, 0, False))
     for epoch in range(2):
         seen = sorted(i for r in ranks for i in r[epoch])
-        assert seen == list(range(n)), f"epoch {epoch}: every sample once across the ranks, not {seen}"
-    assert ranks[0][0] != ranks[0][1], "each epoch has a new order (set_epoch)"
+        assert seen == list(range(n)), f"epoch {epoch}: expected every sample once across the ranks, got {shown(seen)}"
+    assert ranks[0][0] != ranks[0][1], \
+        f"rank 0's order in epoch 1: expected another than epoch 0's, got the same {shown(ranks[0][1])}"
 
 
 # ---------------------------------------------------------------- Seeds
@@ -73,9 +80,10 @@ def test_every_sample_once_per_epoch_in_a_new_order(submission):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_same_weights_different_dropout_draws(submission):
+    """build_model gives both ranks the same weights; after seed_for_dropout they draw different numbers."""
     ranks = values(submission.probe(probes.seeded, WORLD_SIZE, TINY_LLAMA, 5))
-    assert torch.equal(ranks[0]["weights"], ranks[1]["weights"]), "every rank builds the same weights"
-    assert not torch.equal(ranks[0]["draws"], ranks[1]["draws"]), "each rank draws its own dropout masks"
+    assert torch.equal(ranks[0]["weights"], ranks[1]["weights"]), "the two ranks built different weights"
+    assert not torch.equal(ranks[0]["draws"], ranks[1]["draws"]), "the two ranks drew the same dropout randomness"
 
 
 # ---------------------------------------------------------------- The DDP step
@@ -110,19 +118,22 @@ def one_process(seed, ranks):
     return float(summed.detach() / total), torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.concept("The DDP step")
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_the_gradient_is_one_processs_on_all_the_tokens(submission):
+    """Two ranks with different numbers of loss tokens: the gradient and the loss of one process on all of them."""
     batches = micro_batches(seed=1, per_rank=1)
     ranks = values(submission.probe(probes.stepped, WORLD_SIZE, TINY_LLAMA, 0, batches))
     loss, grad = one_process(0, batches)
     for rank, r in enumerate(ranks):
-        assert r["wrapped"] == "DistributedDataParallel", "wrap_ddp returns DistributedDataParallel(model)"
+        assert r["wrapped"] == "DistributedDataParallel", \
+            f"wrap_ddp: expected a DistributedDataParallel, got {shown(r['wrapped'])}"
         torch.testing.assert_close(r["grad"], grad, **GRADIENT_TOLERANCE,
                                    msg=f"rank {rank}: the gradient differs from one process's on all the ranks' tokens")
-        assert r["loss"] == pytest.approx(loss, rel=1e-4), f"rank {rank} returned {r['loss']}, one process's mean is {loss}"
+        assert r["loss"] == pytest.approx(loss, rel=1e-4), \
+            f"rank {rank}'s loss: expected {shown(loss)} (one process's mean), got {shown(r['loss'])}"
 
 
 @pytest.mark.points(1)
@@ -130,30 +141,35 @@ def test_the_gradient_is_one_processs_on_all_the_tokens(submission):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_three_micro_batches_one_all_reduce(submission):
+    """Three micro-batches per rank: the accumulated gradient is one process's, all-reduced once."""
     batches = micro_batches(seed=2, per_rank=3)
     ranks = values(submission.probe(probes.stepped, WORLD_SIZE, TINY_LLAMA, 0, batches))
     _, grad = one_process(0, batches)
     for rank, r in enumerate(ranks):
         torch.testing.assert_close(r["grad"], grad, **GRADIENT_TOLERANCE, msg=f"rank {rank}: the accumulated gradient differs")
-        assert r["all_reduces"] == r["buckets"], (f"rank {rank}: {r['all_reduces']} bucket all-reduces in one step of 3 "
-                                                  f"micro-batches; one backward takes {r['buckets']}")
+        assert r["all_reduces"] == r["buckets"], (f"rank {rank}: bucket all-reduces in a step of 3 micro-batches: "
+                                                  f"expected {r['buckets']} (one backward's), got {r['all_reduces']}")
 
 
 # ---------------------------------------------------------------- Rank 0 writes, every rank waits
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.concept("Rank 0 writes, every rank waits")
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_rank_0_saves_and_every_rank_reads_it_whole(submission, tmp_path):
+    """Rank 0 alone saves (slowly, here); each rank then loads the step and weights it saved."""
     folder = tmp_path / "run"
     folder.mkdir()
     ranks = values(submission.probe(probes.checkpointed, WORLD_SIZE, TINY_LLAMA, 0, str(folder), 7))
     savers = sorted({s["rank"] for r in ranks for s in r["saves"]})
-    assert savers == [0], f"only rank 0 saves; ranks {savers} called torch.save"
+    assert savers == [0], f"ranks calling torch.save: expected [0], got {shown(savers)}"
     for rank, r in enumerate(ranks):
-        assert r["keys"] == ["model", "optimizer", "step"] and not r["model_keys_prefixed"], r["keys"]
-        assert r["step"] == 7 and r["same_weights"], f"rank {rank} read back step {r['step']}"
+        assert r["keys"] == ["model", "optimizer", "step"], \
+            f"the checkpoint's keys: expected ['model', 'optimizer', 'step'], got {shown(r['keys'])}"
+        assert not r["model_keys_prefixed"], "the model's keys start with DDP's module. prefix"
+        assert r["step"] == 7, f"rank {rank} loaded step: expected 7, got {shown(r['step'])}"
+        assert r["same_weights"], f"rank {rank} loaded other weights than the ones saved"
 
 
 @pytest.mark.points(1)
@@ -161,21 +177,44 @@ def test_rank_0_saves_and_every_rank_reads_it_whole(submission, tmp_path):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_rank_0_alone_logs(submission, tmp_path):
+    """Both ranks log 3 steps: the file holds 3 JSON lines."""
     lines = values(submission.probe(probes.logged, WORLD_SIZE, str(tmp_path / "log.jsonl"), 3))[0]
-    assert [json.loads(line) for line in lines] == [{"step": s, "loss": 1.0 / (s + 1)} for s in range(3)], lines
+    expected = [{"step": s, "loss": 1.0 / (s + 1)} for s in range(3)]
+    got = [json.loads(line) for line in lines]
+    assert got == expected, f"the log: expected {shown(expected)}, got {shown(got)}"
 
 
 # ---------------------------------------------------------------- FSDP
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.concept("FSDP: sharding the training state")
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_each_layer_a_unit_and_each_rank_holds_its_share(submission):
+    """Two ranks: each layer and the root are FSDP units; the bytes reported are the local shards'."""
     ranks = values(submission.probe(probes.sharded_state, WORLD_SIZE, TINY_LLAMA, 0))
     layers = [f"model.layers.{i}" for i in range(TINY_LLAMA["num_hidden_layers"])]
     for rank, r in enumerate(ranks):
-        assert r["units"] == sorted(["<root>", *layers]), f"rank {rank}: the FSDP units are {r['units']}"
-        assert r["reported"] == r["held"], f"rank {rank}: reported {r['reported']}, the local shards hold {r['held']}"
-    whole = ranks[0]["whole_param_bytes"]
-    assert sum(r["held"]["params"] for r in ranks) == whole, "the ranks' shards together are the whole model"
+        units = sorted(["<root>", *layers])
+        assert r["units"] == units, f"rank {rank}'s FSDP units: expected {shown(units)}, got {shown(r['units'])}"
+        assert r["reported"] == r["held"], f"rank {rank}'s bytes: expected {shown(r['held'])}, got {shown(r['reported'])}"
+
+
+# ---------------------------------------------------------------- Launching with torchrun
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Launching with torchrun")
+@pytest.mark.distributed
+@pytest.mark.timeout(300)
+def test_torchrun_runs_main_on_two_ranks(submission, tmp_path):
+    """`torchrun --standalone --nproc-per-node 2` on your module: rank 0 logs every step and saves the checkpoint."""
+    generator = torch.Generator().manual_seed(0)
+    data = {"config": TINY_LLAMA, "seed": 1, "steps": 2, "batch_size": 2, "lr": 1e-3,
+            "samples": torch.randint(0, TINY_LLAMA["vocab_size"], (6, 8), generator=generator).tolist()}
+    run = submission.probe(probes.launched, data, str(tmp_path), WORLD_SIZE, 240)
+    assert run["status"] == 0, f"torchrun's exit status: expected 0, got {shown(run['status'])}: {run['printed']}"
+    steps = [json.loads(line)["step"] for line in run["log"] or []]
+    assert steps == [0, 1], f"the log's steps: expected [0, 1] (rank 0 alone logs), got {shown(steps)}"
+    keys = run["checkpoint"] and run["checkpoint"]["keys"]
+    assert keys == ["model", "optimizer", "step"], \
+        f"the checkpoint's keys: expected ['model', 'optimizer', 'step'], got {shown(keys)}"

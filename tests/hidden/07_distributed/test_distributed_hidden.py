@@ -208,7 +208,7 @@ def one_process_run(data, world_size):
 @pytest.mark.timeout(LAUNCH_S + 60)
 def test_torchrun_runs_main_as_one_process_would(submission, tmp_path, seed):
     data = launch_data(seed)
-    run = submission.probe(probes.launched, data, str(tmp_path), 2, LAUNCH_S)
+    run = submission.probe(visible.launched, data, str(tmp_path), 2, LAUNCH_S)
     assert run["status"] == 0, f"torchrun ended with {run['status']}: {run['printed']}"
     losses, weights = one_process_run(data, 2)
     assert run["log"] is not None, "main wrote no log.jsonl"
