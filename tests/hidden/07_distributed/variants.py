@@ -123,4 +123,26 @@ ALTERNATIVES = [
         order = (order * math.ceil(size / max(len(order), 1)))[:size]
     return DataLoader(torch.utils.data.Subset(dataset, order[rank:size:world]), batch_size=batch_size)
 '''}),
+    Alternative("one_all_reduce_for_loss_and_count", note="the returned loss: its sum and the token count in one tensor",
+                functions={"train_step": '''def train_step(ddp_model, optimizer, micro_batches):
+    """One optimizer step; the loss is reduced once, with the token count beside it."""
+    local = float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches))
+    total = torch.tensor([local])
+    dist.all_reduce(total)
+    optimizer.zero_grad(set_to_none=True)
+    stack = contextlib.ExitStack()
+    stack.enter_context(ddp_model.no_sync())
+    summed = 0.0
+    for index, batch in enumerate(micro_batches):
+        if index == len(micro_batches) - 1:
+            stack.close()
+        loss_sum = _loss_sum(ddp_model, batch)
+        (loss_sum / total[0] * dist.get_world_size()).backward()
+        summed += float(loss_sum.detach())
+    stack.close()
+    optimizer.step()
+    pair = torch.tensor([summed, local], dtype=torch.float64)
+    dist.all_reduce(pair)
+    return float(pair[0] / pair[1])
+'''}),
 ]
