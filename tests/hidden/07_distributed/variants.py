@@ -4,7 +4,7 @@
 Written as edits of solutions/07_distributed/distributed.py. Every mutant names the rule it breaks,
 as the README marks it, and every rule has at least one mutant.
 """
-from grader.running.variants import Alternative, Mutant
+from grader.running.variants import INDEPENDENT, Alternative, Independent, Mutant
 
 COURSE_MUTANTS = [
     # ---------------------------------------------------------------- Joining the group
@@ -96,7 +96,104 @@ COURSE_MUTANTS = [
                   "        torch.save(ddp_model.module.state_dict(), out / \"checkpoint.pt\")"}),
 ]
 
-INDEPENDENT_MUTANTS: list[Mutant] = []        # the independent solution's own bugs: to come with it
+INDEPENDENT_MUTANTS = [
+    # The independent solution's author's own bugs (written from the README and stub alone), as edits of it.
+    Mutant('no_set_epoch', rule='data.set_epoch', base=INDEPENDENT,
+           edits={'    sampler.set_epoch(epoch)\n':
+                  ''}),
+    Mutant('plain_shuffle_no_sampler', rule='data.each_once', base=INDEPENDENT,
+           edits={'    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)\n':
+                  '    torch.manual_seed(seed + epoch)\n    return DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=drop_last)\n'}),
+    Mutant('sampler_default_seed', rule='data.seeded', base=INDEPENDENT,
+           edits={'        seed=seed,\n':
+                  ''}),
+    Mutant('drop_last_on_dataloader', rule='data.drop', base=INDEPENDENT,
+           edits={'        drop_last=drop_last,\n':
+                  '',
+                  '    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)\n':
+                  '    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last)\n'}),
+    Mutant('dropout_seed_same_on_ranks', rule='seeds.dropout_per_rank', base=INDEPENDENT,
+           edits={'    torch.manual_seed(seed + _rank())\n':
+                  '    torch.manual_seed(seed)\n'}),
+    Mutant('build_seeded_per_rank', rule='seeds.build_alike', base=INDEPENDENT,
+           edits={'    torch.manual_seed(seed)\n':
+                  '    torch.manual_seed(seed + _rank())\n'}),
+    Mutant('mean_of_rank_means', rule='step.not_rank_mean', base=INDEPENDENT,
+           edits={'    scale = world_size / denom\n':
+                  '    scale = 1.0 / max(local_tokens, 1)\n'}),
+    Mutant('local_mean_times_world', rule='step.not_summed', base=INDEPENDENT,
+           edits={'    scale = world_size / denom\n':
+                  '    scale = world_size / max(local_tokens, 1)\n'}),
+    Mutant('forgot_ddp_divides', rule='step.token_weighted', base=INDEPENDENT,
+           edits={'    scale = world_size / denom\n':
+                  '    scale = 1.0 / denom\n'}),
+    Mutant('mean_of_micro_batch_means', rule='step.token_weighted', base=INDEPENDENT,
+           edits={'            (summed * scale).backward()\n':
+                  '            n_mb = max(count_label_tokens(labels), 1)\n            (summed / n_mb * world_size / len(micro_batches) * local_tokens / denom).backward()\n'}),
+    Mutant('no_no_sync', rule='accumulation.no_sync', base=INDEPENDENT,
+           edits={'        if i < last and hasattr(ddp_model, "no_sync"):\n':
+                  '        if False and i < last and hasattr(ddp_model, "no_sync"):\n'}),
+    Mutant('no_sync_around_backward_only', rule='accumulation.no_sync', base=INDEPENDENT,
+           edits={'            sync = ddp_model.no_sync()\n':
+                  '            sync = ddp_model.no_sync()\n        logits = ddp_model(input_ids=input_ids, **kwargs).logits\n        summed = _summed_shifted_loss(logits, labels)\n',
+                  '            logits = ddp_model(input_ids=input_ids, **kwargs).logits\n            summed = _summed_shifted_loss(logits, labels)\n':
+                  ''}),
+    Mutant('no_sync_on_every_backward', rule='accumulation.no_sync', base=INDEPENDENT,
+           edits={'        if i < last and hasattr(ddp_model, "no_sync"):\n':
+                  '        if hasattr(ddp_model, "no_sync"):\n'}),
+    Mutant('loss_not_all_reduced', rule='step.returned_loss', base=INDEPENDENT,
+           edits={'    if _group_ready():\n        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)\n    return float(loss_sum.item() / denom)\n':
+                  '    return float(loss_sum.item() / max(local_tokens, 1))\n'}),
+    Mutant('unshifted_loss', rule='step.shifted_loss', base=INDEPENDENT,
+           edits={'    logits = logits[..., :-1, :].float()\n    labels = labels[..., 1:]\n':
+                  '    logits = logits.float()\n'}),
+    Mutant('count_without_shift', rule='step.count_tokens', base=INDEPENDENT,
+           edits={'    return int((labels[..., 1:] != IGNORE_INDEX).sum().item())\n':
+                  '    return int((labels != IGNORE_INDEX).sum().item())\n'}),
+    Mutant('every_rank_saves_atomically', rule='checkpoint.rank0_only', base=INDEPENDENT,
+           edits={'    if _rank() == 0:\n':
+                  '    if True:\n'}),
+    Mutant('state_dict_with_module_prefix', rule='checkpoint.no_prefix', base=INDEPENDENT,
+           edits={'        state = {"model": module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}\n':
+                  '        state = {"model": ddp_model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}\n'}),
+    Mutant('barrier_before_write', rule='checkpoint.barrier', base=INDEPENDENT,
+           edits={'    """Rank 0 writes the checkpoint, whole or not at all; every rank returns once it is complete."""\n    path = Path(path)\n':
+                  '    """Rank 0 writes the checkpoint, whole or not at all; every rank returns once it is complete."""\n    path = Path(path)\n    if _group_ready():\n        dist.barrier()\n',
+                  '                tmp.unlink()\n    if _group_ready():\n        dist.barrier()\n':
+                  '                tmp.unlink()\n'}),
+    Mutant('save_in_place_not_atomic', rule='checkpoint.atomic', base=INDEPENDENT,
+           edits={'            torch.save(state, tmp)\n            os.replace(tmp, path)\n':
+                  '            torch.save(state, path)\n'}),
+    Mutant('log_on_every_rank', rule='log.rank0_only', base=INDEPENDENT,
+           edits={'    if _rank() != 0:\n        return\n':
+                  ''}),
+    Mutant('fsdp_root_only', rule='fsdp.per_layer', base=INDEPENDENT,
+           edits={'    for layer in model.model.layers:\n        fully_shard(layer)\n':
+                  ''}),
+    Mutant('fsdp_global_numel', rule='fsdp.local_bytes', base=INDEPENDENT,
+           edits={'    if hasattr(t, "to_local"):\n        t = t.to_local()\n':
+                  ''}),
+    Mutant('fsdp_counts_adam_step', rule='fsdp.share', base=INDEPENDENT,
+           edits={'            if key == "step" or (value.dim() == 0 and not hasattr(value, "to_local")):\n                continue\n':
+                  ''}),
+    Mutant('fixed_port', rule='init.env_rendezvous', base=INDEPENDENT,
+           edits={'    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))\n':
+                  '    dist.init_process_group(backend=backend, init_method="tcp://127.0.0.1:29500",\n                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),\n                            timeout=timedelta(seconds=timeout_s))\n'}),
+    Mutant('no_timeout_either', rule='init.timeout', base=INDEPENDENT,
+           edits={'    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))\n':
+                  '    dist.init_process_group(backend=backend)\n'}),
+    Mutant('shutdown_unconditional', rule='init.shutdown', base=INDEPENDENT,
+           edits={'    if _group_ready():\n        dist.destroy_process_group()\n':
+                  '    dist.destroy_process_group()\n'}),
+    Mutant('main_epoch_zero_every_step', rule='launch.main', base=INDEPENDENT,
+           edits={'            loader = shard_loader(dataset, spec["batch_size"], epoch=step, seed=seed)\n':
+                  '            loader = shard_loader(dataset, spec["batch_size"], epoch=0, seed=seed)\n'}),
+    Mutant('main_only_rank0_saves', rule='checkpoint.barrier', base=INDEPENDENT,
+           edits={'    init_distributed()\n':
+                  '    rank, _ = init_distributed()\n',
+                  '        save_checkpoint(ddp_model, optimizer, args.out / "checkpoint.pt", steps)\n':
+                  '        if rank == 0:\n            save_checkpoint(ddp_model, optimizer, args.out / "checkpoint.pt", steps)\n'}),
+]
 
 MUTANTS = COURSE_MUTANTS + INDEPENDENT_MUTANTS
 
@@ -145,4 +242,6 @@ ALTERNATIVES = [
     dist.all_reduce(pair)
     return float(pair[0] / pair[1])
 '''}),
+    Independent(note="written from the README and the stub alone, before the README was settled where it found it "
+                     "ambiguous"),
 ]
