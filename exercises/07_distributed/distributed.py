@@ -61,7 +61,8 @@ def seed_for_dropout(seed):
 
 
 def wrap_ddp(model):
-    """The model wrapped for data parallelism: a whole copy on every rank, gradients all-reduced."""
+    """The model wrapped for data parallelism: a whole copy on every rank, gradients all-reduced.
+    A model on a CUDA device names it (`device_ids`); one on the CPU names none."""
     raise NotImplementedError('see README.md, section "The DDP step"')
 
 
@@ -77,7 +78,8 @@ def train_step(ddp_model, optimizer, micro_batches):
     The gradient equals that of one process on all ranks' micro-batches together: the mean over
     every loss-carrying token of the step, however the tokens are spread over ranks and
     micro-batches. Gradients are all-reduced once per step: every backward but the last under
-    `no_sync()`.
+    `no_sync()`. Gradients left from before the step are zeroed first. The batches may come on the
+    CPU: they go to the model's device.
     """
     raise NotImplementedError('see README.md, section "The DDP step"')
 

@@ -24,11 +24,18 @@ from grader.worker.ranks import RankOutcome, run_ranks
 
 COLLECTIVE_TIMEOUT_S = 30      # the probe's own group: a rank left waiting gives up after this
 COMMON_PORTS = (29500, 12355, 12345)      # what a port written into code usually is: taken here by someone else
+PER_MACHINE = 2      # ranks per machine: four ranks are two machines, where LOCAL_RANK and the rank differ
 
 
 def on_ranks(world_size, work, *args, limit_s=60.0):
-    """`work(rank, *args)` on every rank; each rank's outcome as data (`RankOutcome.as_data`)."""
-    return [outcome.as_data() for outcome in run_ranks(world_size, work, *args, limit_s=limit_s)]
+    """`work(rank, *args)` on every rank, as `PER_MACHINE` ranks to a machine and with no CUDA device
+    in sight (these tests are the CPU's, whatever the grading machine has); each rank's outcome as
+    data (`RankOutcome.as_data`)."""
+    def on_the_cpu(rank, *args):
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return work(rank, *args)
+    return [outcome.as_data() for outcome in
+            run_ranks(world_size, on_the_cpu, *args, limit_s=limit_s, per_node=min(world_size, PER_MACHINE))]
 
 
 @contextlib.contextmanager
@@ -130,10 +137,11 @@ def counting_all_reduces(calls):
     return all_reduce
 
 
-def stepped(module, world_size, config, seed, micro_batches_per_rank):
+def stepped(module, world_size, config, seed, micro_batches_per_rank, stale=False):
     """Each rank: the loss `train_step` returned, the gradient it applied (as one vector; the
     optimizer is SGD with lr 0, so the weights stay those built), how many buckets DDP all-reduced
-    during the step, and how many buckets one all-reduce of the whole gradient takes."""
+    during the step, and how many buckets one all-reduce of the whole gradient takes. With `stale`,
+    every parameter holds a gradient of its own before the step, as one left by an earlier step would."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     def work(rank):
@@ -144,6 +152,8 @@ def stepped(module, world_size, config, seed, micro_batches_per_rank):
             calls = []
             ddp_model.register_comm_hook(None, counting_all_reduces(calls))
             optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.0)
+            for parameter in model.parameters() if stale else ():
+                parameter.grad = torch.full_like(parameter, 0.5)
             loss = module.train_step(ddp_model, optimizer, micro_batches_per_rank[rank])
             applied, during_step = gradient(model), len(calls)
             calls.clear()
@@ -255,15 +265,18 @@ def sharded_state(module, world_size, config, seed):
 
 # ---------------------------------------------------------------- Launching with torchrun
 
-def launched(module, data, out, nproc, limit_s):
+def launched(module, data, out, nproc, limit_s, cuda=False):
     """`torchrun --standalone --nproc-per-node nproc <the learner's module> --data D --out O` in this
-    process's environment: its exit status, the tail of what it printed, the log's lines and what the
-    checkpoint holds (its keys, its step, whether the model's keys carry DDP's prefix)."""
+    process's environment (CUDA devices visible only with `cuda`): its exit status, the tail of what
+    it printed, the log's lines and what the checkpoint holds (its keys, its step, whether the
+    model's keys carry DDP's prefix, its weights as float32 on the CPU)."""
     with open(os.path.join(out, "data.json"), "w", encoding="utf-8") as spec:
         json.dump(data, spec)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                module.__file__, "--data", os.path.join(out, "data.json"), "--out", out]
     environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    if not cuda:
+        environment["CUDA_VISIBLE_DEVICES"] = ""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s, env=environment)
         status, printed = done.returncode, (done.stdout + done.stderr)[-3000:]
@@ -278,7 +291,8 @@ def launched(module, data, out, nproc, limit_s):
                 "step": state.get("step") if isinstance(state, dict) else None,
                 "prefixed": any(str(k).startswith("module.") for k in (state.get("model") or {}))
                 if isinstance(state, dict) else None,
-                "weights": dict(state.get("model") or {}) if isinstance(state, dict) else None}
+                "weights": {name: value.float() if torch.is_tensor(value) else value for name, value in (state.get("model") or {}).items()}
+                if isinstance(state, dict) else None}
     return {"status": status, "printed": printed, "log": lines, "checkpoint": held}
 
 

@@ -69,8 +69,10 @@ def seed_for_dropout(seed):
 
 
 def wrap_ddp(model):
-    """The model wrapped for data parallelism: a whole copy on every rank, gradients all-reduced."""
-    return DistributedDataParallel(model, device_ids=[torch.cuda.current_device()] if torch.cuda.is_available() else None)
+    """The model wrapped for data parallelism: a whole copy on every rank, gradients all-reduced.
+    A model on a CUDA device names it (`device_ids`); one on the CPU names none."""
+    device = next(model.parameters()).device
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def count_label_tokens(labels):
@@ -79,9 +81,10 @@ def count_label_tokens(labels):
 
 
 def _loss_sum(model, batch):
-    """The summed cross-entropy of a batch's predicted tokens (shifted, in float32)."""
-    logits = model(input_ids=batch["input_ids"]).logits
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch["labels"][:, 1:].flatten(),
+    """The summed cross-entropy of a batch's predicted tokens (shifted, in float32), on the model's device."""
+    device = next(model.parameters()).device
+    logits = model(input_ids=batch["input_ids"].to(device)).logits
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch["labels"][:, 1:].flatten().to(device),
                            ignore_index=IGNORE_INDEX, reduction="sum")
 
 
@@ -92,13 +95,15 @@ def train_step(ddp_model, optimizer, micro_batches):
     The gradient equals that of one process on all ranks' micro-batches together: the mean over
     every loss-carrying token of the step, however the tokens are spread over ranks and
     micro-batches. Gradients are all-reduced once per step: every backward but the last under
-    `no_sync()`.
+    `no_sync()`. Gradients left from before the step are zeroed first. The batches may come on the
+    CPU: they go to the model's device.
     """
-    tokens = torch.tensor(float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches)))
+    device = next(ddp_model.parameters()).device          # NCCL reduces CUDA tensors only
+    tokens = torch.tensor(float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches)), device=device)
     dist.all_reduce(tokens)
     world_size = dist.get_world_size()
     optimizer.zero_grad(set_to_none=True)
-    summed = torch.zeros(())
+    summed = torch.zeros((), device=device)
     for index, batch in enumerate(micro_batches):
         last = index == len(micro_batches) - 1
         with contextlib.nullcontext() if last else ddp_model.no_sync():
@@ -165,13 +170,15 @@ def main(argv=None):
     steps on the data file's batches, the log and the checkpoint written by rank 0."""
     from transformers import LlamaConfig, LlamaForCausalLM
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, samples}")
+    parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     spec = json.loads(Path(args.data).read_text(encoding="utf-8"))
     init_distributed()
     try:
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
         model = build_model(LlamaForCausalLM, LlamaConfig(**spec["config"]), spec["seed"])
+        model = model.to(device, getattr(torch, spec.get("dtype", "float32")))
         ddp_model = wrap_ddp(model)
         seed_for_dropout(spec["seed"])
         optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", 1e-3))

@@ -1,9 +1,10 @@
 """Graded suite for exercise 07 (data parallelism). PYTEST_DONT_REWRITE
 
-The visible checks at 4 ranks and on uneven data, every stated
+The visible checks at 4 ranks (two machines of two) and on uneven data, every stated
 boundary against an oracle that runs in this process (DistributedSampler's own order, one process
 on all the ranks' tokens, the weights one seed builds), a checkpoint write that crashes half-way,
-and a real `torchrun` launch of the learner's module compared step by step with one process."""
+and a real `torchrun` launch of the learner's module compared step by step with one process; on a
+machine with two CUDA devices, that launch again over NCCL, in float32 and in bfloat16."""
 import json
 import math
 
@@ -59,8 +60,9 @@ def sampler_order(n, world_size, rank, seed, epoch, drop_last):
 @pytest.mark.timeout(RANKS)
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_an_uneven_dataset_on_four_ranks_against_distributed_sampler(submission, seed, drop_last):
-    n, world_size, epochs, data_seed = 10, 4, 3, seed % 1000 + 1
-    ranks = values(submission.probe(visible.shards, world_size, n, 2, epochs, data_seed, drop_last))
+    # batches of 3: a DataLoader's own drop_last (of a short last batch) would keep 3 of a padded 3, not 2
+    n, world_size, batch_size, epochs, data_seed = 10, 4, 3, 3, seed % 1000 + 1
+    ranks = values(submission.probe(visible.shards, world_size, n, batch_size, epochs, data_seed, drop_last))
     per_rank = n // world_size if drop_last else math.ceil(n / world_size)
     for rank, epochs_seen in enumerate(ranks):
         for epoch, seen in enumerate(epochs_seen):
@@ -121,6 +123,20 @@ def test_four_ranks_of_unequal_tokens_step_as_one_process(submission, seed, per_
 
 @pytest.mark.points(1)
 @pytest.mark.concept("The DDP step")
+@pytest.mark.distributed
+@pytest.mark.timeout(RANKS)
+def test_gradients_left_from_before_the_step_count_for_nothing(submission, seed):
+    batches = micro_batches(seed, 2, 1)
+    ranks = values(submission.probe(visible.stepped, 2, TINY_LLAMA, 0, batches, True))
+    _, grad = one_process(0, batches)
+    for rank, r in enumerate(ranks):
+        torch.testing.assert_close(r["grad"], grad, **GRADIENT_TOLERANCE,
+                                   msg=f"rank {rank}: each parameter held a gradient of 0.5 before the step, and the "
+                                       "step applied more than its own gradient (zero them first)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("The DDP step")
 @pytest.mark.timeout(60)
 def test_label_tokens_are_counted_after_the_shift(submission):
     labels = torch.tensor([[5, 6, -100, 7], [-100, -100, 8, 9]])
@@ -135,10 +151,23 @@ def test_label_tokens_are_counted_after_the_shift(submission):
 @pytest.mark.timeout(RANKS)
 def test_the_optimizer_state_comes_back_too(submission, tmp_path):
     ranks = values(submission.probe(visible.checkpointed, 4, TINY_LLAMA, 0, str(tmp_path), 11))
+    savers = sorted({s["rank"] for r in ranks for s in r["saves"]})
+    assert savers == [0], f"ranks {savers} called torch.save on two machines of two ranks: rank 0 alone writes " \
+                          "(LOCAL_RANK 0 is one rank per machine)"
     for rank, r in enumerate(ranks):
         assert r["step"] == 11 and r["same_weights"], f"rank {rank} read back step {r['step']}"
         assert r["optimizer_steps"] == [1], \
             f"rank {rank}: the optimizer's state was not loaded (its steps: {r['optimizer_steps']})"
+
+
+@pytest.mark.points(1)
+@pytest.mark.concept("Rank 0 writes, every rank waits")
+@pytest.mark.distributed
+@pytest.mark.timeout(RANKS)
+def test_on_two_machines_one_line_per_step_is_logged(submission, tmp_path):
+    lines = values(submission.probe(visible.logged, 4, str(tmp_path / "log.jsonl"), 2))[0]
+    assert [json.loads(line)["step"] for line in lines] == [0, 1], \
+        f"four ranks on two machines logged {lines}: rank 0 alone writes (LOCAL_RANK 0 is one rank per machine)"
 
 
 @pytest.mark.points(2)
@@ -220,3 +249,44 @@ def test_torchrun_runs_main_as_one_process_would(submission, tmp_path, seed):
     assert not held["prefixed"]
     for name, value in weights.items():
         torch.testing.assert_close(held["weights"][name], value, rtol=1e-3, atol=1e-5, msg=f"{name} after the run")
+
+
+# ---------------------------------------------------------------- GPU: NCCL on two devices
+
+BF16_LOSS_TOLERANCE = 3e-2      # bfloat16 weights and activations against the float32 oracle: a tracking check
+BF16_WEIGHT_TOLERANCE = 5e-2    # three AdamW steps of lr 1e-2 each move a weight by at most 3e-2
+
+
+@pytest.mark.gpu(2)
+@pytest.mark.points(2)
+@pytest.mark.concept("Launching with torchrun")
+@pytest.mark.distributed
+@pytest.mark.timeout(LAUNCH_S + 60)
+def test_torchrun_on_two_cuda_devices_runs_main_as_one_process_would(submission, tmp_path, seed):
+    """NCCL on two CUDA devices: main's log and checkpoint against one process on the CPU"""
+    data = launch_data(seed)
+    run = submission.probe(visible.launched, data, str(tmp_path), 2, LAUNCH_S, True)
+    assert run["status"] == 0, f"torchrun on two CUDA devices ended with {run['status']}: {run['printed']}"
+    losses, weights = one_process_run(data, 2)
+    assert [json.loads(line)["loss"] for line in run["log"] or []] == pytest.approx(losses, rel=1e-3), run["log"]
+    for name, value in weights.items():
+        torch.testing.assert_close(run["checkpoint"]["weights"][name], value, rtol=1e-3, atol=1e-5,
+                                   msg=f"{name} after the run on two CUDA devices")
+
+
+@pytest.mark.gpu(2)
+@pytest.mark.points(1)
+@pytest.mark.concept("Launching with torchrun")
+@pytest.mark.distributed
+@pytest.mark.timeout(LAUNCH_S + 60)
+def test_torchrun_on_two_cuda_devices_in_bfloat16_tracks_float32(submission, tmp_path, seed):
+    """bfloat16 on two CUDA devices: main's losses and weights track one float32 process"""
+    data = {**launch_data(seed), "dtype": "bfloat16"}
+    run = submission.probe(visible.launched, data, str(tmp_path), 2, LAUNCH_S, True)
+    assert run["status"] == 0, f"torchrun in bfloat16 on two CUDA devices ended with {run['status']}: {run['printed']}"
+    losses, weights = one_process_run(data, 2)
+    assert [json.loads(line)["loss"] for line in run["log"] or []] == pytest.approx(losses, rel=BF16_LOSS_TOLERANCE), \
+        f"bfloat16 losses {run['log']} against float32 {losses}"
+    for name, value in weights.items():
+        torch.testing.assert_close(run["checkpoint"]["weights"][name], value, rtol=0, atol=BF16_WEIGHT_TOLERANCE,
+                                   msg=f"{name} after the run in bfloat16")

@@ -38,15 +38,16 @@ COURSE_MUTANTS = [
                   "    torch.manual_seed(seed + dist.get_rank())\n    return model_class(config)"}),
     Mutant("dropout_seeded_alike", rule="seeds.dropout_per_rank", note="the same seed on every rank for dropout",
            edits={"    torch.manual_seed(seed + dist.get_rank())": "    torch.manual_seed(seed)"}),
+    Mutant("dropout_seeded_by_local_rank", rule="seeds.dropout_per_rank", note="LOCAL_RANK: alike across machines",
+           edits={"    torch.manual_seed(seed + dist.get_rank())": '    torch.manual_seed(seed + int(os.environ["LOCAL_RANK"]))'}),
     # ---------------------------------------------------------------- The DDP step
+    Mutant("gradients_not_zeroed", rule="step.zero_first", note="the step adds to whatever gradients were there",
+           edits={"    optimizer.zero_grad(set_to_none=True)\n": ""}),
     Mutant("loss_not_shifted", rule="step.shifted_loss", note="logits at t against the label at t",
-           edits={"    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch[\"labels\"][:, 1:].flatten(),":
-                  "    return F.cross_entropy(logits.flatten(0, 1).float(), batch[\"labels\"].flatten(),"}),
+           edits={"    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch[\"labels\"][:, 1:].flatten().to(device),":
+                  "    return F.cross_entropy(logits.flatten(0, 1).float(), batch[\"labels\"].flatten().to(device),"}),
     Mutant("rank_mean_averaged", rule="step.not_rank_mean", note="each rank's own mean, which DDP then averages",
-           edits={"    tokens = torch.tensor(float(sum(count_label_tokens(batch[\"labels\"]) for batch in micro_batches)))\n"
-                  "    dist.all_reduce(tokens)\n    world_size = dist.get_world_size()":
-                  "    tokens = torch.tensor(float(sum(count_label_tokens(batch[\"labels\"]) for batch in micro_batches)))\n"
-                  "    world_size = 1"}),
+           edits={"    dist.all_reduce(tokens)\n    world_size = dist.get_world_size()": "    world_size = 1"}),
     Mutant("loss_summed_over_ranks", rule="step.not_summed", note="the world size left in: gradients N times too large",
            edits={"            (loss_sum * world_size / tokens).backward()": "            (loss_sum * world_size ** 2 / tokens).backward()"}),
     Mutant("micro_batch_means_averaged", rule="step.token_weighted", note="each micro-batch's mean, averaged",
@@ -65,6 +66,9 @@ COURSE_MUTANTS = [
     # ---------------------------------------------------------------- Rank 0 writes, every rank waits
     Mutant("every_rank_saves", rule="checkpoint.rank0_only", note="each rank writes the same file",
            edits={"    if dist.get_rank() == 0:\n        path = Path(path)": "    if True:\n        path = Path(path)"}),
+    Mutant("local_rank_0_saves", rule="checkpoint.rank0_only", note="LOCAL_RANK 0: one writer per machine",
+           edits={"    if dist.get_rank() == 0:\n        path = Path(path)":
+                  '    if int(os.environ["LOCAL_RANK"]) == 0:\n        path = Path(path)'}),
     Mutant("ddp_prefix_kept", rule="checkpoint.no_prefix", note="the wrapper's state_dict, keys under module.",
            edits={'{"model": ddp_model.module.state_dict(),': '{"model": ddp_model.state_dict(),'}),
     Mutant("written_in_place", rule="checkpoint.atomic", note="torch.save straight to the final name",
@@ -80,6 +84,9 @@ COURSE_MUTANTS = [
     Mutant("every_rank_logs", rule="log.rank0_only", note="N copies of every line",
            edits={"    if dist.get_rank() == 0:\n        with open(path, \"a\", encoding=\"utf-8\") as log:":
                   "    if True:\n        with open(path, \"a\", encoding=\"utf-8\") as log:"}),
+    Mutant("local_rank_0_logs", rule="log.rank0_only", note="LOCAL_RANK 0: one writer per machine",
+           edits={"    if dist.get_rank() == 0:\n        with open(path, \"a\", encoding=\"utf-8\") as log:":
+                  '    if int(os.environ["LOCAL_RANK"]) == 0:\n        with open(path, "a", encoding="utf-8") as log:'}),
     # ---------------------------------------------------------------- FSDP
     Mutant("root_only_fsdp", rule="fsdp.per_layer", note="one unit: the whole model gathered at once",
            edits={"    for layer in model.model.layers:\n        fully_shard(layer)\n": ""}),
@@ -188,7 +195,7 @@ INDEPENDENT_MUTANTS = [
     Mutant('main_epoch_zero_every_step', rule='launch.main', base=INDEPENDENT,
            edits={'            loader = shard_loader(dataset, spec["batch_size"], epoch=step, seed=seed)\n':
                   '            loader = shard_loader(dataset, spec["batch_size"], epoch=0, seed=seed)\n'}),
-    Mutant('main_only_rank0_saves', rule='checkpoint.barrier', base=INDEPENDENT,
+    Mutant('main_only_rank0_saves', rule='launch.main', base=INDEPENDENT,
            edits={'    init_distributed()\n':
                   '    rank, _ = init_distributed()\n',
                   '        save_checkpoint(ddp_model, optimizer, args.out / "checkpoint.pt", steps)\n':
