@@ -28,7 +28,7 @@ E2E_MODULES = {
     "test_audit.py", "test_batch_executors.py", "test_containers.py", "test_distributed_grading.py",
     "test_gradescope.py", "test_grading.py", "test_learning_progress.py", "test_learning_session.py",
     "test_learning_watch.py", "test_nbgrader.py", "test_release.py", "test_shards.py", "test_slurm_cluster.py",
-    "test_slurm_grading.py",
+    "test_slurm_grading.py", "test_torchrun_launch.py",
 }
 # The longest modules (the audit of every suite, the attack batches), which workers sharing a run
 # (`-n 2`) start first, one each, so that no worker is left with one of them at the end.
