@@ -24,7 +24,7 @@ from grader.course import COURSE
 from grader.delivery import nbgrader as delivery
 from grader.delivery.nbgrader_cells import NotebookError, SavedNotebook
 from grader.delivery.nbgrader_kernel import OnlyLockedCells, locked_cell_sources
-from grader.delivery.notebook import cell_source, module_source, nbgrader_metadata, read_notebook
+from grader.delivery.notebook import cell_source, module_file, module_source, nbgrader_metadata, read_notebook
 from grader.running.variants import REFERENCE, reference_source, variants_of
 from grader.worker.loading import sibling_module
 
@@ -70,7 +70,11 @@ def statements(source: str) -> set[str]:
 
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_the_source_notebooks_module_is_the_reference(task, notebooks):
-    module = module_source(notebooks[task.name])
+    """The module file its cells make: a closing main guard is the stub's, out of the cells (the
+    kernel would run it)."""
+    cells = module_source(notebooks[task.name])
+    assert "__main__" not in cells
+    module = module_file(cells, (task.exercise_dir / f"{task.module}.py").read_text(encoding="utf-8"))
     reference = task.reference_module.read_text(encoding="utf-8")
     assert statements(module) == statements(reference)
 
@@ -288,7 +292,7 @@ def test_released_notebooks_hold_the_stub_and_no_reference_or_hidden_source(task
     text = "\n".join(cell_source(c) for c in released["cells"])
     stub = (task.exercise_dir / f"{task.module}.py").read_text(encoding="utf-8")
     reference = reference_source(task)
-    assert statements(module_source(released)) == statements(stub)
+    assert statements(module_file(module_source(released), stub)) == statements(stub)
     shown = [task.exercise_dir / f"test_{task.module}.py", *task.exercise_dir.glob("README*.md")]
     reference_only = lines_of(reference, shortest=12) - lines_of(stub, *(p.read_text(encoding="utf-8") for p in shown))
     assert not [line for line in reference_only if line in lines_of(text)]
@@ -401,7 +405,8 @@ def test_autograde_scores_equal_grader_grade_and_feedback_hides_the_suite(task, 
     trees = tmp_path / "modules"
     for student, notebook in graded.items():
         (trees / student / task.name).mkdir(parents=True)
-        (trees / student / task.name / f"{task.module}.py").write_text(module_source(notebook), encoding="utf-8")
+        module = module_file(module_source(notebook), (task.exercise_dir / f"{task.module}.py").read_text(encoding="utf-8"))
+        (trees / student / task.name / f"{task.module}.py").write_text(module, encoding="utf-8")
     out = tmp_path / "grading"
     classroom.grader("grader grade --jobs 2 (the 3 modules and solutions/)", "grade",
                      *(trees / s for s in students), COURSE.solutions, "--tasks", task.name, "--jobs", "2", "--out-dir", out)

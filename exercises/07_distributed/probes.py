@@ -289,14 +289,14 @@ def launched(module, data, out, nproc, limit_s, cuda=False):
         environment["CUDA_VISIBLE_DEVICES"] = ""
     log_path, checkpoint_path = os.path.join(out, "log.jsonl"), os.path.join(out, "checkpoint.pt")
     deadline = time.monotonic() + limit_s          # for both launches together
-    for attempt in range(2):
+    for launches in (1, 2):
         for written in (log_path, checkpoint_path):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(written)
         status, printed, hung_at_exit = _torchrun(command, environment, deadline, checkpoint_path)
         if not hung_at_exit:
             break
-        printed = (f"the ranks were still running {EXIT_GRACE_S} s after the checkpoint was written, in two launches "
+        printed = (f"the ranks were still running {EXIT_GRACE_S} s after the checkpoint was written, in {launches} launches "
                    f"(a rank that never leaves the group, or never returns from main): {printed}")
     lines = open(log_path, encoding="utf-8").read().splitlines() if os.path.exists(log_path) else None
     held = None
@@ -308,7 +308,7 @@ def launched(module, data, out, nproc, limit_s, cuda=False):
                 if isinstance(state, dict) else None,
                 "weights": {name: value.float() if torch.is_tensor(value) else value
                             for name, value in (state.get("model") or {}).items()} if isinstance(state, dict) else None}
-    return {"status": status, "printed": printed, "log": lines, "checkpoint": held, "launches": attempt + 1}
+    return {"status": status, "printed": printed, "log": lines, "checkpoint": held, "launches": launches}
 
 
 def _stop(launch):

@@ -14,6 +14,7 @@ from pathlib import Path
 from grader.course import Task
 from grader.delivery import Refused
 from grader.delivery.nbgrader_cells import FIXTURES
+from grader.delivery.notebook import is_main_guard
 from grader.readme import readme_file, readme_parts
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -48,8 +49,9 @@ def module_cells(stub_source: str, solution_source: str) -> ModuleCells:
     if not stub_api:
         raise BuildError("the stub defines no function")
     first = _first_line(stub_api[0])
-    if any(_first_line(n) > first for n in stub.body if not isinstance(n, API_NODES)):
-        raise BuildError("the stub has top-level code after its first function; keep it above")
+    if any(_first_line(n) > first for n in stub.body if not isinstance(n, API_NODES) and not is_main_guard(n)):
+        raise BuildError("the stub has top-level code after its first function; keep it above (a closing "
+                         "`if __name__ == \"__main__\":` excepted)")
     header_dumps = {ast.dump(n) for n in stub.body if not isinstance(n, API_NODES)}
     solution_api = {n.name: n for n in solution.body if isinstance(n, API_NODES)}
 
@@ -73,7 +75,7 @@ def module_cells(stub_source: str, solution_source: str) -> ModuleCells:
             continue
         if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
             raise BuildError("the solution imports from __future__; the stub must carry that line")
-        if getattr(statement, "name", None) in api or ast.dump(statement) in header_dumps:
+        if getattr(statement, "name", None) in api or ast.dump(statement) in header_dumps or is_main_guard(statement):
             continue
         helpers.append("\n".join(chunk))
     header = "\n".join(stub_lines[:first - 1]).strip("\n")

@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.course import COURSE, Task
-from grader.delivery.notebook import cell_source, is_grade_cell, module_source, read_notebook
+from grader.delivery.notebook import cell_source, is_grade_cell, module_file, module_source, read_notebook
 from grader.schema.report import NO_GPU, NOT_GRADED_STATUS
 
 FIXTURES = ("submission", "tmp_path")     # what the visible tests may ask for in a notebook
@@ -217,7 +217,8 @@ def _write_tree(folder: Path, task: Task, module: str) -> Path:
     path = tree / task.name / f"{task.module}.py"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(module, encoding="utf-8")
+        path.write_text(module_file(module, (task.exercise_dir / f"{task.module}.py").read_text(encoding="utf-8")),
+                        encoding="utf-8")
     return tree
 
 

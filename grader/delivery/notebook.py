@@ -9,6 +9,7 @@ from release to autograde; a learner does not see it.
 """
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -54,3 +55,19 @@ def module_source(notebook: dict) -> str:
     """The learner's module: the notebook's module cells, in order. Empty when it has none."""
     parts = [cell_source(cell).strip("\n") for cell in notebook.get("cells", []) if is_module_cell(cell)]
     return "\n\n\n".join(parts) + "\n" if parts else ""
+
+
+def is_main_guard(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`, which a notebook's kernel would run too (its `__name__` is
+    `__main__`): a module keeps it out of its cells, and its file ends with it."""
+    test = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__" and len(test.comparators) == 1
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__")
+
+
+def module_file(module: str, stub_source: str) -> str:
+    """The module file a notebook's module cells make: the cells, then the stub's closing main
+    guards (what `python module.py` and torchrun run)."""
+    guards = [ast.get_source_segment(stub_source, node) for node in ast.parse(stub_source).body if is_main_guard(node)]
+    return module if not guards else module.rstrip("\n") + "\n\n\n" + "\n\n".join(guards) + "\n"

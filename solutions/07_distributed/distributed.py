@@ -4,8 +4,6 @@ Every function runs on each rank of a process group (`torchrun --standalone --np
 starts one process per rank and gives it RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
 Run the visible tests with:  pytest exercises/07_distributed
 """
-from __future__ import annotations
-
 import argparse
 import contextlib
 import json
