@@ -18,7 +18,8 @@ DEFAULT_TIER_TASKS = ("01",)
 # `grader audit --operators` about 23 minutes on two cores: what a suite author runs after changing
 # a suite or its reference (docs/suite-author.md).
 OPERATOR_SAMPLES = {"01": OperatorSample(), "02": OperatorSample(size=30), "03": OperatorSample(size=50),
-                    "04": OperatorSample(size=80), "05": OperatorSample(size=120), "06": OperatorSample(size=60)}
+                    "04": OperatorSample(size=80), "05": OperatorSample(size=120), "06": OperatorSample(size=60),
+                    "07": OperatorSample(size=20)}
 
 
 @pytest.fixture(scope="module")

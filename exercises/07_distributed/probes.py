@@ -69,8 +69,9 @@ def ports_taken(ports=COMMON_PORTS):
 # ---------------------------------------------------------------- Joining the group
 
 def joined(module, world_size, timeout_s):
-    """Each rank: what `init_distributed(timeout_s)` returned and passed to `init_process_group`,
-    the group it made, and whether `shutdown()` left it (and did nothing when called again)."""
+    """Each rank: what `init_distributed(timeout_s)` (with its default where `timeout_s` is None)
+    returned and passed to `init_process_group`, the group it made, and whether `shutdown()` left
+    it (and did nothing when called again)."""
     def work(rank):
         seen = {}
         real = dist.init_process_group
@@ -83,7 +84,7 @@ def joined(module, world_size, timeout_s):
 
         dist.init_process_group = watching
         try:
-            returned = module.init_distributed(timeout_s)
+            returned = module.init_distributed() if timeout_s is None else module.init_distributed(timeout_s)
         finally:
             dist.init_process_group = real
         group = {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": dist.get_backend()}
@@ -100,11 +101,13 @@ def joined(module, world_size, timeout_s):
 # ---------------------------------------------------------------- Sharding the data
 
 def shards(module, world_size, n_samples, batch_size, epochs, seed, drop_last):
-    """Each rank: the sample ids its loader yields, epoch by epoch (the dataset's items are their ids)."""
+    """Each rank: the sample ids its loader yields, epoch by epoch (the dataset's items are their
+    ids), `drop_last` left to its default where it is None."""
     def work(rank):
         with probe_group():
             dataset = list(range(n_samples))
-            return [[int(i) for batch in module.shard_loader(dataset, batch_size, epoch, seed, drop_last) for i in batch]
+            given = {} if drop_last is None else {"drop_last": drop_last}
+            return [[int(i) for batch in module.shard_loader(dataset, batch_size, epoch, seed, **given) for i in batch]
                     for epoch in range(epochs)]
     return on_ranks(world_size, work)
 
@@ -221,11 +224,13 @@ def checkpointed(module, world_size, config, seed, folder, step):
 
 
 def logged(module, world_size, path, steps):
-    """Each rank logs `steps` (step, loss) pairs; the file's lines, read after every rank is done."""
+    """Each rank logs `steps` (step, loss) pairs, losses of its own (rank 0's: 1 / (step + 1); each
+    other rank's that plus its rank, so that a line says who wrote it); the file's lines, read after
+    every rank is done."""
     def work(rank):
         with probe_group():
             for step in range(steps):
-                module.log_metrics(path, step, 1.0 / (step + 1))
+                module.log_metrics(path, step, 1.0 / (step + 1) + rank)
             dist.barrier()
             with open(path, encoding="utf-8") as log:
                 return log.read().splitlines()
@@ -274,7 +279,8 @@ def launched(module, data, out, nproc, limit_s, cuda=False):
     """`torchrun --standalone --nproc-per-node nproc <the learner's module> --data D --out O` in this
     process's environment (CUDA devices visible only with `cuda`): its exit status, the tail of what
     it printed, the log's lines and what the checkpoint holds (its keys, its step, whether the
-    model's keys carry DDP's prefix, its weights as float32 on the CPU).
+    model's keys carry DDP's prefix, the devices its tensors were saved from and the dtypes of its
+    weights, its weights as float32 on the CPU).
 
     torch's gloo can hang, rarely, in a rank's exit after its group was destroyed while a DDP model
     still lived (pytorch/pytorch#75097; about 1 launch in 40 here, with correct code): a launch whose
@@ -301,10 +307,18 @@ def launched(module, data, out, nproc, limit_s, cuda=False):
     lines = open(log_path, encoding="utf-8").read().splitlines() if os.path.exists(log_path) else None
     held = None
     if os.path.exists(checkpoint_path):
-        state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-        held = {"keys": sorted(state) if isinstance(state, dict) else None,
+        saved_from = set()
+
+        def on_the_cpu(storage, location):          # where each tensor was saved from, loaded onto the CPU
+            saved_from.add(location.split(":")[0])
+            return storage
+
+        state = torch.load(checkpoint_path, map_location=on_the_cpu, weights_only=True)
+        held = {"keys": sorted(state) if isinstance(state, dict) else None, "saved_from": sorted(saved_from),
                 "step": state.get("step") if isinstance(state, dict) else None,
                 "prefixed": any(str(k).startswith("module.") for k in (state.get("model") or {}))
+                if isinstance(state, dict) else None,
+                "dtypes": sorted({str(value.dtype) for value in (state.get("model") or {}).values() if torch.is_tensor(value)})
                 if isinstance(state, dict) else None,
                 "weights": {name: value.float() if torch.is_tensor(value) else value
                             for name, value in (state.get("model") or {}).items()} if isinstance(state, dict) else None}

@@ -44,15 +44,15 @@ def values(data):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_the_ranks_join_through_torchruns_environment(submission):
-    """Two ranks: init_distributed(20) returns (rank, 2), on gloo, with a 20 s timeout; shutdown leaves."""
-    ranks = values(submission.probe(probes.joined, WORLD_SIZE, 20.0))
+    """Two ranks: init_distributed() returns (rank, 2), on gloo, with its default 60 s timeout; shutdown leaves."""
+    ranks = values(submission.probe(probes.joined, WORLD_SIZE, None))
     returned = [r["returned"] for r in ranks]
     assert returned == [[0, WORLD_SIZE], [1, WORLD_SIZE]], \
         f"init_distributed: expected (rank, world_size) = {shown([[0, 2], [1, 2]])}, got {shown(returned)}"
     for rank, r in enumerate(ranks):
         assert r["seen"]["backend"] == "gloo", f"rank {rank}: expected backend gloo on CPU, got {shown(r['seen']['backend'])}"
-        assert r["seen"]["timeout_s"] == 20.0, \
-            f"rank {rank}: init_process_group's timeout: expected 20 s, got {shown(r['seen']['timeout_s'])}"
+        assert r["seen"]["timeout_s"] == 60.0, \
+            f"rank {rank}: init_process_group's timeout: expected the default 60 s, got {shown(r['seen']['timeout_s'])}"
         assert r["left"], f"rank {rank}: shutdown() did not leave the group"
 
 
@@ -180,7 +180,7 @@ def test_rank_0_saves_and_every_rank_reads_it_whole(submission, tmp_path):
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
 def test_rank_0_alone_logs(submission, tmp_path):
-    """Both ranks log 3 steps: the file holds 3 JSON lines."""
+    """Both ranks log 3 steps, each its own losses: the file holds rank 0's 3 JSON lines."""
     lines = values(submission.probe(probes.logged, WORLD_SIZE, str(tmp_path / "log.jsonl"), 3))[0]
     expected = [{"step": s, "loss": 1.0 / (s + 1)} for s in range(3)]
     got = [json.loads(line) for line in lines]
@@ -210,9 +210,9 @@ def test_each_layer_a_unit_and_each_rank_holds_its_share(submission):
 @pytest.mark.distributed
 @pytest.mark.timeout(300)
 def test_torchrun_runs_main_on_two_ranks(submission, tmp_path):
-    """`torchrun --standalone --nproc-per-node 2` on your module: rank 0 logs every step and saves the checkpoint."""
+    """`torchrun --standalone --nproc-per-node 2` on your module, in bfloat16: rank 0 logs every step and saves the checkpoint."""
     generator = torch.Generator().manual_seed(0)
-    data = {"config": TINY_LLAMA, "seed": 1, "steps": 2, "batch_size": 2, "lr": 1e-3,
+    data = {"config": TINY_LLAMA, "seed": 1, "steps": 2, "batch_size": 2, "lr": 1e-3, "dtype": "bfloat16",
             "samples": torch.randint(0, TINY_LLAMA["vocab_size"], (6, 8), generator=generator).tolist()}
     run = submission.probe(probes.launched, data, str(tmp_path), WORLD_SIZE, 240)
     assert run["status"] == 0, f"torchrun's exit status: expected 0, got {shown(run['status'])}: {run['printed']}"
@@ -221,3 +221,5 @@ def test_torchrun_runs_main_on_two_ranks(submission, tmp_path):
     keys = run["checkpoint"] and run["checkpoint"]["keys"]
     assert keys == ["model", "optimizer", "step"], \
         f"the checkpoint's keys: expected ['model', 'optimizer', 'step'], got {shown(keys)}"
+    dtypes = run["checkpoint"]["dtypes"]
+    assert dtypes == ["torch.bfloat16"], f"the weights' dtypes with dtype bfloat16: expected ['torch.bfloat16'], got {shown(dtypes)}"

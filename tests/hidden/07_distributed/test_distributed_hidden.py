@@ -58,11 +58,12 @@ def sampler_order(n, world_size, rank, seed, epoch, drop_last):
 @pytest.mark.concept("Sharding the data")
 @pytest.mark.distributed
 @pytest.mark.timeout(RANKS)
-@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("drop_last", [None, True])       # None: the default, which pads
 def test_an_uneven_dataset_on_four_ranks_against_distributed_sampler(submission, seed, drop_last):
     # batches of 3: a DataLoader's own drop_last (of a short last batch) would keep 3 of a padded 3, not 2
     n, world_size, batch_size, epochs, data_seed = 10, 4, 3, 3, seed % 1000 + 1
     ranks = values(submission.probe(visible.shards, world_size, n, batch_size, epochs, data_seed, drop_last))
+    drop_last = bool(drop_last)
     per_rank = n // world_size if drop_last else math.ceil(n / world_size)
     for rank, epochs_seen in enumerate(ranks):
         for epoch, seen in enumerate(epochs_seen):
@@ -166,8 +167,9 @@ def test_the_optimizer_state_comes_back_too(submission, tmp_path):
 @pytest.mark.timeout(RANKS)
 def test_on_two_machines_one_line_per_step_is_logged(submission, tmp_path):
     lines = values(submission.probe(visible.logged, 4, str(tmp_path / "log.jsonl"), 2))[0]
-    assert [json.loads(line)["step"] for line in lines] == [0, 1], \
-        f"four ranks on two machines logged {lines}: rank 0 alone writes (LOCAL_RANK 0 is one rank per machine)"
+    assert [json.loads(line) for line in lines] == [{"step": 0, "loss": 1.0}, {"step": 1, "loss": 0.5}], \
+        f"four ranks on two machines, each logging losses of its own, logged {lines}: rank 0 alone writes " \
+        "(LOCAL_RANK 0 is one rank per machine)"
 
 
 @pytest.mark.points(2)
@@ -267,6 +269,8 @@ def test_torchrun_on_two_cuda_devices_runs_main_as_one_process_would(submission,
     data = launch_data(seed)
     run = submission.probe(visible.launched, data, str(tmp_path), 2, LAUNCH_S, True)
     assert run["status"] == 0, f"torchrun on two CUDA devices ended with {run['status']}: {run['printed']}"
+    assert run["checkpoint"]["saved_from"] == ["cuda"], \
+        f"the checkpoint's tensors were saved from {run['checkpoint']['saved_from']}: the model trained off its rank's device"
     losses, weights = one_process_run(data, 2)
     assert [json.loads(line)["loss"] for line in run["log"] or []] == pytest.approx(losses, rel=1e-3), run["log"]
     for name, value in weights.items():
@@ -284,6 +288,7 @@ def test_torchrun_on_two_cuda_devices_in_bfloat16_tracks_float32(submission, tmp
     data = {**launch_data(seed), "dtype": "bfloat16"}
     run = submission.probe(visible.launched, data, str(tmp_path), 2, LAUNCH_S, True)
     assert run["status"] == 0, f"torchrun in bfloat16 on two CUDA devices ended with {run['status']}: {run['printed']}"
+    assert run["checkpoint"]["dtypes"] == ["torch.bfloat16"], f"the checkpoint's weights are {run['checkpoint']['dtypes']}"
     losses, weights = one_process_run(data, 2)
     assert [json.loads(line)["loss"] for line in run["log"] or []] == pytest.approx(losses, rel=BF16_LOSS_TOLERANCE), \
         f"bfloat16 losses {run['log']} against float32 {losses}"

@@ -250,5 +250,137 @@ ALTERNATIVES = [
     return float(pair[0] / pair[1])
 '''}),
     Independent(note="written from the README and the stub alone, before the README was settled where it found it "
-                     "ambiguous"),
+                     "ambiguous; main's dtype, which the README gained later, added by one line"),
 ]
+
+# Operator mutants (mutmut's operators on the reference) that no test can tell from it, with why.
+EQUIVALENT = {
+    'init_distributed: backend = "nccl" if torch.cuda.is_available() else "gloo" -> backend = "nccl" if (torch.cuda.is_available()) and False else "gloo"':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: backend = "nccl" if torch.cuda.is_available() else "gloo" -> backend = "XXncclXX" if torch.cuda.is_available() else "gloo"':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: if backend == "nccl": -> if backend == "XXncclXX":':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: if backend == "nccl": -> if backend == "NCCL":':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) -> torch.cuda.set_device(None)':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) -> torch.cuda.set_device(int(None))':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) -> torch.cuda.set_device(int(os.environ["XXLOCAL_RANKXX"]))':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'init_distributed: torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) -> torch.cuda.set_device(int(os.environ["local_rank"]))':
+        'the nccl branch runs only where CUDA is available, where the GPU tests grade it: the CPU tests hide every CUDA device',
+    'shard_loader: sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), shuffle=True, -> sampler = DistributedSampler(dataset, num_replicas=None, rank=dist.get_rank(), shuffle=True,':
+        "DistributedSampler's num_replicas, rank and shuffle default to the group's world size, its rank and True",
+    'shard_loader: sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), shuffle=True, -> sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=None, shuffle=True,':
+        "DistributedSampler's num_replicas, rank and shuffle default to the group's world size, its rank and True",
+    'shard_loader: sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), shuffle=True, -> sampler = DistributedSampler(dataset, rank=dist.get_rank(), shuffle=True,':
+        "DistributedSampler's num_replicas, rank and shuffle default to the group's world size, its rank and True",
+    'shard_loader: sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), shuffle=True, -> sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), shuffle=True,':
+        "DistributedSampler's num_replicas, rank and shuffle default to the group's world size, its rank and True",
+    'shard_loader: sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), shuffle=True, seed=seed, drop_last=drop_last) -> sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), seed=seed, drop_last=drop_last)':
+        "DistributedSampler's num_replicas, rank and shuffle default to the group's world size, its rank and True",
+    'wrap_ddp: return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) -> return DistributedDataParallel(model, )':
+        "for a module on one CUDA device DDP takes device_ids=None as that device, and on the CPU it needs none",
+    'wrap_ddp: return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) -> return DistributedDataParallel(model, device_ids=[device.index] if device.type == "XXcudaXX" else None)':
+        "for a module on one CUDA device DDP takes device_ids=None as that device, and on the CPU it needs none",
+    'wrap_ddp: return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) -> return DistributedDataParallel(model, device_ids=[device.index] if device.type == "CUDA" else None)':
+        "for a module on one CUDA device DDP takes device_ids=None as that device, and on the CPU it needs none",
+    '_loss_sum: device = next(model.parameters()).device -> device = None':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    '_loss_sum: logits = model(input_ids=batch["input_ids"].to(device)).logits -> logits = model(input_ids=batch["input_ids"].to(None)).logits':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    '_loss_sum: ignore_index=IGNORE_INDEX, reduction="sum") -> reduction="sum")':
+        "F.cross_entropy's ignore_index defaults to -100",
+    'train_step: device = next(ddp_model.parameters()).device -> device = None':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'train_step: tokens = torch.tensor(float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches)), device=device) -> tokens = torch.tensor(float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches)), device=None)':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'train_step: tokens = torch.tensor(float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches)), device=device) -> tokens = torch.tensor(float(sum(count_label_tokens(batch["labels"]) for batch in micro_batches)), )':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'train_step: optimizer.zero_grad(set_to_none=True) -> optimizer.zero_grad(set_to_none=None)':
+        'zeros or None: either way nothing of an earlier gradient is left, and the tests read a missing gradient as zeros',
+    'train_step: optimizer.zero_grad(set_to_none=True) -> optimizer.zero_grad(set_to_none=False)':
+        'zeros or None: either way nothing of an earlier gradient is left, and the tests read a missing gradient as zeros',
+    'train_step: summed = torch.zeros((), device=device) -> summed = torch.zeros((), device=None)':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'train_step: summed = torch.zeros((), device=device) -> summed = torch.zeros((), )':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'save_checkpoint: partial = path.with_name(path.name + ".partial") -> partial = path.with_name(path.name + "XX.partialXX")':
+        'any other temporary name beside the checkpoint does as well: it is moved into place',
+    'save_checkpoint: partial = path.with_name(path.name + ".partial") -> partial = path.with_name(path.name + ".PARTIAL")':
+        'any other temporary name beside the checkpoint does as well: it is moved into place',
+    'load_checkpoint: state = torch.load(path, map_location="cpu", weights_only=True) -> state = torch.load(path, map_location=None, weights_only=True)':
+        'the checkpoints the tests load hold CPU tensors, which load onto the CPU anyway',
+    'load_checkpoint: state = torch.load(path, map_location="cpu", weights_only=True) -> state = torch.load(path, map_location="cpu", weights_only=None)':
+        "torch.load's weights_only defaults to True, and a checkpoint of tensors and plain data loads alike either way",
+    'load_checkpoint: state = torch.load(path, map_location="cpu", weights_only=True) -> state = torch.load(path, weights_only=True)':
+        'the checkpoints the tests load hold CPU tensors, which load onto the CPU anyway',
+    'load_checkpoint: state = torch.load(path, map_location="cpu", weights_only=True) -> state = torch.load(path, map_location="cpu", )':
+        "torch.load's weights_only defaults to True, and a checkpoint of tensors and plain data loads alike either way",
+    'load_checkpoint: state = torch.load(path, map_location="cpu", weights_only=True) -> state = torch.load(path, map_location="cpu", weights_only=False)':
+        "torch.load's weights_only defaults to True, and a checkpoint of tensors and plain data loads alike either way",
+    'log_metrics: with open(path, "a", encoding="utf-8") as log: -> with open(path, "a", encoding=None) as log:':
+        'the JSON lines are ASCII: any encoding writes them alike',
+    'log_metrics: with open(path, "a", encoding="utf-8") as log: -> with open(path, "a", ) as log:':
+        'the JSON lines are ASCII: any encoding writes them alike',
+    'fsdp_state_bytes: shard = tensor.to_local() if hasattr(tensor, "to_local") else tensor -> shard = tensor.to_local() if (hasattr(tensor, "to_local")) or True else tensor':
+        'after fully_shard every parameter, gradient and AdamW moment is a DTensor: each has to_local',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", required=True, help=None)':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}")':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", required=True, )':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", required=False, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}")':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", required=True, help="XXa JSON file: {config, seed, steps, batch_size, lr, samples, dtype}XX")':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", required=True, help="a json file: {config, seed, steps, batch_size, lr, samples, dtype}")':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--data", required=True, help="a JSON file: {config, seed, steps, batch_size, lr, samples, dtype}") -> parser.add_argument("--data", required=True, help="A JSON FILE: {CONFIG, SEED, STEPS, BATCH_SIZE, LR, SAMPLES, DTYPE}")':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--out", required=True) -> parser.add_argument("--out", required=None)':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--out", required=True) -> parser.add_argument("--out", )':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: parser.add_argument("--out", required=True) -> parser.add_argument("--out", required=False)':
+        'main is always run with --data and --out: a help text or a required flag changes nothing it does',
+    'main: args = parser.parse_args(argv) -> args = parser.parse_args(None)':
+        'under torchrun main is called without argv, so parse_args reads sys.argv either way',
+    'main: spec = json.loads(Path(args.data).read_text(encoding="utf-8")) -> spec = json.loads(Path(args.data).read_text(encoding=None))':
+        'the data file is ASCII JSON: any encoding reads it alike',
+    'main: spec = json.loads(Path(args.data).read_text(encoding="utf-8")) -> spec = json.loads(Path(args.data).read_text(encoding="UTF-8"))':
+        'the data file is ASCII JSON: any encoding reads it alike',
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = None':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("cuda", torch.cuda.current_device()) if (dist.get_backend() == "nccl") and False else torch.device("cpu")':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device(None, torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("cuda", None) if dist.get_backend() == "nccl" else torch.device("cpu")':
+        "torch.device('cuda') and torch.device(index) name the current device, which init_distributed set to LOCAL_RANK: the same device",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device(torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")':
+        "torch.device('cuda') and torch.device(index) name the current device, which init_distributed set to LOCAL_RANK: the same device",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("cuda", ) if dist.get_backend() == "nccl" else torch.device("cpu")':
+        "torch.device('cuda') and torch.device(index) name the current device, which init_distributed set to LOCAL_RANK: the same device",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("XXcudaXX", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("CUDA", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "XXncclXX" else torch.device("cpu")':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu") -> device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "NCCL" else torch.device("cpu")':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: model = model.to(device, getattr(torch, spec.get("dtype", "float32"))) -> model = model.to(None, getattr(torch, spec.get("dtype", "float32")))':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: model = model.to(device, getattr(torch, spec.get("dtype", "float32"))) -> model = model.to(getattr(torch, spec.get("dtype", "float32")))':
+        "observable on CUDA devices only, where the GPU tests grade it: the CPU tests' group is gloo, and every tensor is already on the model's device, the CPU",
+    'main: optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", 1e-3)) -> optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", None))':
+        "the data file always gives lr (the README's contract): the default is never read",
+    'main: optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", 1e-3)) -> optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", ))':
+        "the data file always gives lr (the README's contract): the default is never read",
+    'main: optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", 1e-3)) -> optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec.get("lr", 1.001))':
+        "the data file always gives lr (the README's contract): the default is never read",
+}

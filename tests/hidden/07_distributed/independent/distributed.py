@@ -278,6 +278,7 @@ def main(argv=None):
     try:
         config = LlamaConfig(**spec["config"])
         model = build_model(LlamaForCausalLM, config, seed)
+        model = model.to(getattr(torch, spec.get("dtype", "float32")))
         ddp_model = wrap_ddp(model)
         seed_for_dropout(seed)
         optimizer = torch.optim.AdamW(ddp_model.parameters(), lr=spec["lr"])
