@@ -222,4 +222,5 @@ def test_torchrun_runs_main_on_two_ranks(submission, tmp_path):
     assert keys == ["model", "optimizer", "step"], \
         f"the checkpoint's keys: expected ['model', 'optimizer', 'step'], got {shown(keys)}"
     dtypes = run["checkpoint"]["dtypes"]
-    assert dtypes == ["torch.bfloat16"], f"the weights' dtypes with dtype bfloat16: expected ['torch.bfloat16'], got {shown(dtypes)}"
+    assert dtypes == ["torch.bfloat16"], \
+        f"the weights' dtypes with dtype bfloat16: expected ['torch.bfloat16'], got {shown(dtypes)}"
