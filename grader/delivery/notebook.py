@@ -69,5 +69,6 @@ def is_main_guard(node: ast.stmt) -> bool:
 def module_file(module: str, stub_source: str) -> str:
     """The module file a notebook's module cells make: the cells, then the stub's closing main
     guards (what `python module.py` and torchrun run)."""
-    guards = [ast.get_source_segment(stub_source, node) for node in ast.parse(stub_source).body if is_main_guard(node)]
+    lines = stub_source.splitlines()
+    guards = ["\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.parse(stub_source).body if is_main_guard(node)]
     return module if not guards else module.rstrip("\n") + "\n\n\n" + "\n\n".join(guards) + "\n"
