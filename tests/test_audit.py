@@ -38,7 +38,7 @@ def audits(request):
                                   for t in TASKS], ids=[t.name for t in TASKS])
 def test_suite_audit(audits, task):
     result = audits[task.name]
-    failures = [f"{e.name} ({e.kind}): {e.verdict}" for e in result.entries if not e.ok]
+    failures = [f"{e.name} ({e.kind}): {e.verdict} {e.failing_tests}" for e in result.entries if not e.ok]
     assert not failures, "\n".join(failures)
     assert result.kill_rate == 1.0 and result.false_rejects == 0
     assert not result.uncovered_rules, [rule.id for rule in result.uncovered_rules]

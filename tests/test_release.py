@@ -256,7 +256,7 @@ NOT_THE_RELEASES = {        # names of files a release need not hold, and why
     "modeling_llama.py": "transformers' own source, installed with it, which exercise 04 asks the learner to read",
     "pytest_timeout.py": "the plugin's file name, compared with a frame's by the grader, not a reference",
 }
-PLACEHOLDERS = ("out_dir/",)         # what the learner's code writes, where the call says
+PLACEHOLDERS = ("out_dir/", "O/")   # what the learner's code writes, where the call (or --out O) says
 
 
 def learner_texts(path: Path) -> list[str]:
