@@ -272,7 +272,7 @@ def sharded_state(module, world_size, config, seed):
 
 # ---------------------------------------------------------------- Launching with torchrun
 
-EXIT_GRACE_S = 15      # after the checkpoint is written, the ranks have this long to leave the group and exit
+EXIT_GRACE_S = 30      # after the checkpoint is written, the ranks have this long to leave the group and exit
 
 
 def launched(module, data, out, nproc, limit_s, cuda=False):
