@@ -149,7 +149,7 @@ INDEPENDENT_MUTANTS = [
            edits={'        if i < last and hasattr(ddp_model, "no_sync"):\n':
                   '        if hasattr(ddp_model, "no_sync"):\n'}),
     Mutant('loss_not_all_reduced', rule='step.returned_loss', base=INDEPENDENT,
-           edits={'    if _group_ready():\n        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)\n    return float(loss_sum.item() / denom)\n':
+           edits={'    if _group_ready():\n        dist.all_reduce(loss_sum)\n    return float(loss_sum.item() / denom)\n':
                   '    return float(loss_sum.item() / max(local_tokens, 1))\n'}),
     Mutant('unshifted_loss', rule='step.shifted_loss', base=INDEPENDENT,
            edits={'    logits = logits[..., :-1, :].float()\n    labels = labels[..., 1:]\n':

@@ -139,7 +139,7 @@ def train_step(ddp_model, optimizer, micro_batches):
     local_tokens = sum(count_label_tokens(mb["labels"]) for mb in micro_batches)
     total = torch.tensor([local_tokens], dtype=torch.float64, device=device)
     if _group_ready():
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        dist.all_reduce(total)
     total_tokens = total.item()
     denom = max(total_tokens, 1.0)
 
@@ -167,7 +167,7 @@ def train_step(ddp_model, optimizer, micro_batches):
     optimizer.step()
 
     if _group_ready():
-        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        dist.all_reduce(loss_sum)
     return float(loss_sum.item() / denom)
 
 
