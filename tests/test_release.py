@@ -45,7 +45,10 @@ def learner_env(release, tmp_path_factory):
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, f"the release did not install (is the test extra installed?):\n{install.stderr}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRADER_", "PYTHON", "GITHUB_", "VIRTUAL_ENV"))}
-    return {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv)}
+    # The borrowed packages are the checkout's: the learner's pytest must not write its rewritten
+    # plugins beside them while an attack on the other worker checks the course tree is unchanged.
+    return {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv),
+            "PYTHONDONTWRITEBYTECODE": os.environ["PYTHONDONTWRITEBYTECODE"]}   # conftest's
 
 
 def learner(command: str, env: dict, cwd: Path, **extra_env) -> subprocess.CompletedProcess:
