@@ -79,6 +79,15 @@ def test_the_source_notebooks_module_is_the_reference(task, notebooks):
     assert statements(module) == statements(reference)
 
 
+def test_cells_with_a_main_guard_of_their_own_get_no_second_one():
+    """A learner who ends the cells with the guard (torchrun runs the file) runs `main()` once."""
+    stub = "def main():\n    pass\n\n\nif __name__ == \"__main__\":\n    main()\n"
+    own = "def main():\n    print('go')\n\n\nif __name__ == '__main__':\n    main()\n"
+    assert module_file(own, stub).count("__main__") == 1
+    assert module_file("def main():\n    print('go')\n", stub).count("__main__") == 1
+    assert module_file("def main(:\n", stub).endswith('if __name__ == "__main__":\n    main()\n')
+
+
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_each_visible_test_is_in_one_test_cell_worth_its_concepts_points(task, notebooks, suites):
     cells = [c for c in notebooks[task.name]["cells"] if nbgrader_metadata(c).get("grade")]

@@ -68,7 +68,17 @@ def is_main_guard(node: ast.stmt) -> bool:
 
 def module_file(module: str, stub_source: str) -> str:
     """The module file a notebook's module cells make: the cells, then the stub's closing main
-    guards (what `python module.py` and torchrun run)."""
+    guards (what `python module.py` and torchrun run). Cells that hold a main guard of their own
+    get none added: two would run `main()` twice."""
+    if _has_main_guard(module):
+        return module
     lines = stub_source.splitlines()
     guards = ["\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.parse(stub_source).body if is_main_guard(node)]
     return module if not guards else module.rstrip("\n") + "\n\n\n" + "\n\n".join(guards) + "\n"
+
+
+def _has_main_guard(module: str) -> bool:
+    try:
+        return any(is_main_guard(node) for node in ast.parse(module).body)
+    except SyntaxError:         # the module's import reports it, with the learner's line
+        return False
