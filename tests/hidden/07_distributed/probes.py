@@ -1,9 +1,11 @@
 """Probes of the graded suite, beside the visible suite's (`exercises/07_distributed/probes.py`,
 whose ranks and group they share): a shutdown with no group, and a checkpoint write that crashes
-half-way."""
+half-way, and `main` run on forked ranks."""
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -45,3 +47,30 @@ def crash_while_saving(module, world_size, config, seed, folder):
             module.save_checkpoint(ddp_model, optimizer, os.path.join(folder, "checkpoint.pt"), 3)
     ranks = visible.on_ranks(world_size, work, limit_s=8.0)
     return {"ranks": ranks, "left": sorted(os.listdir(folder))}
+
+
+def seeds_in_main(module, world_size, data, folder):
+    """`main` on forked ranks (torchrun's environment, without torchrun) on the data file `data`,
+    writing into `folder`: each rank's `torch.initial_seed()` (what torch's generator, which dropout
+    draws from, was last seeded with) at each of its `train_step` calls."""
+    spec = os.path.join(folder, "data.json")
+    with open(spec, "w", encoding="utf-8") as out:
+        json.dump(data, out)
+
+    def work(rank):
+        seeds, kept = [], []
+        step, wrap = module.train_step, module.wrap_ddp
+
+        def seed_then_step(*args, **kwargs):
+            seeds.append(torch.initial_seed())
+            return step(*args, **kwargs)
+
+        def kept_alive(*args, **kwargs):     # freed after main's group is gone, a DDP model can hang gloo
+            kept.append(wrap(*args, **kwargs))
+            return kept[-1]
+
+        module.train_step, module.wrap_ddp = seed_then_step, kept_alive
+        sys.argv = [module.__file__, "--data", spec, "--out", folder]
+        module.main()
+        return seeds
+    return visible.on_ranks(world_size, work)

@@ -91,6 +91,21 @@ def test_the_seeds_are_the_ones_the_readme_gives(submission, seed):
         assert torch.equal(r["draws"], torch.rand(8)), f"rank {rank}: its dropout generator is not seeded with seed + rank"
 
 
+@pytest.mark.points(1)
+@pytest.mark.concept("Seeds: alike and not alike")
+@pytest.mark.distributed
+@pytest.mark.timeout(RANKS)
+def test_main_seeds_dropout_per_rank_once_the_model_is_built(submission, tmp_path, seed):
+    """main's steps draw dropout from seed + rank: seeded once the model is built, since build_model seeds every rank alike"""
+    data = launch_data(seed)
+    ranks = values(submission.probe(probes.seeds_in_main, 2, data, str(tmp_path)))
+    for rank, seeds in enumerate(ranks):
+        expected = [data["seed"] + rank] * data["steps"]
+        assert seeds == expected, (f"rank {rank}: the seed of torch's generator at main's train_step calls: expected "
+                                   f"{expected}, got {seeds}: seed_for_dropout comes after build_model, which seeds "
+                                   "every rank alike")
+
+
 # ---------------------------------------------------------------- The DDP step
 
 def micro_batches(seed, world_size, per_rank, batch=2, length=10):

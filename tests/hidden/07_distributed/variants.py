@@ -40,6 +40,11 @@ COURSE_MUTANTS = [
            edits={"    torch.manual_seed(seed + dist.get_rank())": "    torch.manual_seed(seed)"}),
     Mutant("dropout_seeded_by_local_rank", rule="seeds.dropout_per_rank", note="LOCAL_RANK: alike across machines",
            edits={"    torch.manual_seed(seed + dist.get_rank())": '    torch.manual_seed(seed + int(os.environ["LOCAL_RANK"]))'}),
+    Mutant("main_seeds_dropout_before_build", rule="seeds.dropout_per_rank",
+           note="main seeds dropout first: build_model's seed then holds on every rank",
+           edits={"        ddp_model = wrap_ddp(model)\n        seed_for_dropout(spec[\"seed\"])\n":
+                  "        ddp_model = wrap_ddp(model)\n",
+                  "    init_distributed()\n    try:\n": "    init_distributed()\n    seed_for_dropout(spec[\"seed\"])\n    try:\n"}),
     # ---------------------------------------------------------------- The DDP step
     Mutant("gradients_not_zeroed", rule="step.zero_first", note="the step adds to whatever gradients were there",
            edits={"    optimizer.zero_grad(set_to_none=True)\n": ""}),
