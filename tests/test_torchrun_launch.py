@@ -13,6 +13,7 @@ from grader.worker.loading import load_module
 probes = load_module(COURSE.exercises / "07_distributed" / "probes.py")
 REFERENCE = (COURSE.solutions / "07_distributed" / "distributed.py").read_text(encoding="utf-8")
 SHUTDOWN = "    finally:\n        shutdown()\n"
+START = "    init_distributed()\n"
 TINY_LLAMA = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
               "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 16}
 
@@ -29,13 +30,15 @@ def launch(tmp_path, source: str) -> dict:
 
 @pytest.mark.timeout(300)
 def test_a_launch_that_hangs_at_exit_once_is_run_again_and_passes(tmp_path):
-    assert SHUTDOWN in REFERENCE
-    hangs_the_first_time = REFERENCE.replace(SHUTDOWN, SHUTDOWN + (
-        "        marker = Path(args.out) / f'launched-{dist_rank}'\n"
-        "        if not marker.exists():\n"
-        "            marker.touch()\n"
-        "            import time; time.sleep(1000)\n")).replace(
-        "    init_distributed()\n", "    dist_rank, _ = init_distributed()\n")
+    assert SHUTDOWN in REFERENCE and START in REFERENCE
+    # Each rank knows when it starts whether it ran before: what its first run does at the end
+    # cannot keep its second from knowing.
+    hangs_the_first_time = REFERENCE.replace(START, (
+        "    marker = Path(args.out) / f'started-{os.environ[\"RANK\"]}'\n"
+        "    first_launch = not marker.exists()\n"
+        "    marker.touch()\n") + START).replace(SHUTDOWN, SHUTDOWN + (
+        "        if first_launch:\n"
+        "            import time; time.sleep(1000)\n"))
     run = launch(tmp_path, hangs_the_first_time)
     assert (run["status"], run["launches"], len(run["log"])) == (0, 2, 1), run["printed"]
 
