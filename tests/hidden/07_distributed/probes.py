@@ -50,8 +50,8 @@ def crash_while_saving(module, world_size, config, seed, folder):
 
 
 def seeds_in_main(module, world_size, data, folder):
-    """`main` on forked ranks (torchrun's environment, without torchrun) on the data file `data`,
-    writing into `folder`: each rank's `torch.initial_seed()` (what torch's generator, which dropout
+    """`main` on forked ranks (torchrun's environment, without torchrun), its data file `data`
+    written into `folder`, where main writes too: each rank's `torch.initial_seed()` (what torch's generator, which dropout
     draws from, was last seeded with) at each of its `train_step` calls."""
     spec = os.path.join(folder, "data.json")
     with open(spec, "w", encoding="utf-8") as out:
