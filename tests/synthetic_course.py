@@ -49,12 +49,14 @@ def hog():
         blocks.append(bytearray(64 << 20))
 '''
 
-VISIBLE = '''import pytest
+FIRST_TEST_LIMIT_S = 10      # the first test's limit also covers the worker's start: room for a loaded machine
+
+VISIBLE = f'''import pytest
 
 
 @pytest.mark.points(1)
 @pytest.mark.concept("Doubling")
-@pytest.mark.timeout(3)
+@pytest.mark.timeout({FIRST_TEST_LIMIT_S})
 def test_doubles_two(submission):
     assert submission.double(2) == 4
 

@@ -15,7 +15,7 @@ from grader.running import runner
 from grader.worker.loading import sibling_module
 
 synthetic = sibling_module(__file__, "synthetic_course")
-SLOW_IMPORT_S = 6          # longer than test_doubles_two's limit (3 s): its time limit interrupts the import
+SLOW_IMPORT_S = synthetic.FIRST_TEST_LIMIT_S + 5    # longer than test_doubles_two's limit: it interrupts the import
 
 
 @pytest.fixture(scope="module")

@@ -189,7 +189,7 @@ def _per_test_table(deltas: list[regrade.Delta]) -> Table:
     for column in ("test", "gained", "lost", "who lost"):
         table.add_column(column, overflow="fold")
     for test, (gained, lost) in sorted(by_test.items(), key=lambda item: -len(item[1][1])):
-        table.add_row(escape(test.rsplit("::", 1)[-1]), str(len(gained)), str(len(lost)), escape(", ".join(lost[:20])))
+        table.add_row(escape(test.rsplit("::", 1)[-1]), str(len(gained)), str(len(lost)), escape(", ".join(sorted(lost)[:20])))
     return table
 
 
