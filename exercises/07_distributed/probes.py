@@ -275,6 +275,14 @@ def sharded_state(module, world_size, config, seed):
 EXIT_GRACE_S = 30      # after the checkpoint is written, the ranks have this long to leave the group and exit
 
 
+def data_file(folder, data):
+    """`main`'s data file (`--data`), written into `folder`: its path."""
+    path = os.path.join(folder, "data.json")
+    with open(path, "w", encoding="utf-8") as spec:
+        json.dump(data, spec)
+    return path
+
+
 def launched(module, data, out, nproc, limit_s, cuda=False):
     """`torchrun --standalone --nproc-per-node nproc <the learner's module> --data D --out O` in this
     process's environment (CUDA devices visible only with `cuda`): its exit status, the tail of what
@@ -286,10 +294,8 @@ def launched(module, data, out, nproc, limit_s, cuda=False):
     still lived (pytorch/pytorch#75097; about 1 launch in 40 here, with correct code): a launch whose
     ranks are still running `EXIT_GRACE_S` after the checkpoint appeared is stopped and run once
     more. A hang of the learner's own comes back the second time too, and is reported."""
-    with open(os.path.join(out, "data.json"), "w", encoding="utf-8") as spec:
-        json.dump(data, spec)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               module.__file__, "--data", os.path.join(out, "data.json"), "--out", out]
+               module.__file__, "--data", data_file(out, data), "--out", out]
     environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     if not cuda:
         environment["CUDA_VISIBLE_DEVICES"] = ""

@@ -3,7 +3,6 @@ whose ranks and group they share): a shutdown with no group, and a checkpoint wr
 half-way, and `main` run on forked ranks."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -50,12 +49,10 @@ def crash_while_saving(module, world_size, config, seed, folder):
 
 
 def seeds_in_main(module, world_size, data, folder):
-    """`main` on forked ranks (torchrun's environment, without torchrun), its data file `data`
-    written into `folder`, where main writes too: each rank's `torch.initial_seed()` (what torch's generator, which dropout
-    draws from, was last seeded with) at each of its `train_step` calls."""
-    spec = os.path.join(folder, "data.json")
-    with open(spec, "w", encoding="utf-8") as out:
-        json.dump(data, out)
+    """`main` on forked ranks (torchrun's environment, without torchrun) on `data`, writing into
+    `folder`: each rank's `torch.initial_seed()` (what torch's generator, which dropout draws from,
+    was last seeded with) at each of its `train_step` calls."""
+    spec = visible.data_file(folder, data)
 
     def work(rank):
         seeds, kept = [], []
