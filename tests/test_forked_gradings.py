@@ -11,6 +11,7 @@ import pytest
 
 from grader.course import COURSE, Course
 from grader.running import runner
+from grader.running.audit import AuditEntry, score_entry
 from grader.spec import ANY_CONCEPT
 from grader.worker.loading import sibling_module
 
@@ -176,3 +177,14 @@ def test_an_operator_mutant_stops_at_any_lost_test_and_writes_only_in_its_own_fo
     assert stopped.stopped_early == "a test failed"
     ran = [t.id.split("::")[1] for t in stopped.task(shapes.name).tests]
     assert ran == ["test_area", "test_perimeter", "test_unit_square"], "it stops at the first lost test, of any concept"
+
+
+def test_a_false_reject_says_which_test_was_lost_and_why(shapes, tmp_path):
+    """An alternative that loses a test is a false reject whose verdict names the test and the
+    first line of its feedback: what a suite author reads first, in the audit's table or CI's log."""
+    rejected = _tree(tmp_path / "rejected", shapes, REFERENCE.replace("return side ** 2", "raise ValueError('no side of 3')"))
+    (report,) = runner.run_forked([runner.ForkedGradings(shapes, [(rejected, None)], seed=0)], workers=1)[0]
+    entry = AuditEntry(shapes.name, "rejected", "alternative")
+    score_entry(entry, report)
+    assert not entry.ok and [test.rpartition("::")[2] for test in entry.failing_tests] == ["test_area"]
+    assert entry.verdict.startswith("FALSE REJECT: lost test_area (") and "ValueError: no side of 3" in entry.verdict, entry.verdict

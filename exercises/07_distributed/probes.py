@@ -42,11 +42,21 @@ def on_ranks(world_size, work, *args, limit_s=60.0):
 
 @contextlib.contextmanager
 def probe_group():
-    """The probe's own process group for one rank's work. It is never destroyed: the rank ends
-    once its work returns (`run_ranks`), and destroying a group while the objects built on it (a
-    DDP model's reducer) are still alive can hang in gloo's teardown."""
+    """The probe's own process group for one rank's work. Every rank has joined before any works
+    (`all_joined`). It is never destroyed: the rank ends once its work returns (`run_ranks`), and
+    destroying a group while the objects built on it (a DDP model's reducer) are still alive can
+    hang in gloo's teardown."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    all_joined()
     yield dist.get_rank(), dist.get_world_size()
+
+
+def all_joined():
+    """Wait until every rank of the group has joined it. A rank's `init_process_group` can return
+    while a slower rank is still connecting to it (gloo's full mesh); a rank that then leaves (its
+    work done, or `shutdown()` called) makes the slower one's join fail ("Connection closed by
+    peer"), a failure of no one's code."""
+    dist.barrier()
 
 
 @contextlib.contextmanager
@@ -88,6 +98,7 @@ def joined(module, world_size, timeout_s):
         finally:
             dist.init_process_group = real
         group = {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": dist.get_backend()}
+        all_joined()
         module.shutdown()
         left = not dist.is_initialized()
         module.shutdown()

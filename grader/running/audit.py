@@ -37,6 +37,7 @@ class AuditEntry:
     max_points: float = 0.0
     failing_concepts: list[str] = field(default_factory=list)
     failing_tests: list[str] = field(default_factory=list)
+    lost_because: dict[str, str] = field(default_factory=dict)     # a lost test's name -> its feedback's first line
     problems: list[str] = field(default_factory=list)
     equivalent: str | None = None   # an operator mutant declared equivalent: why (it is not graded)
 
@@ -71,7 +72,9 @@ class AuditEntry:
             return "killed"
         if self.kind == "stub":
             return "scores 0" if self.ok else "stub earns points"
-        return "full marks" if self.ok else "FALSE REJECT: lost points"
+        if self.ok:
+            return "full marks"
+        return "FALSE REJECT: lost " + ("; ".join(f"{test} ({why})" for test, why in self.lost_because.items()) or "points")
 
 
 @dataclass
@@ -162,7 +165,7 @@ def sweep(tasks: list[Task], seeds: list[int], jobs: int = 2, backend: str = "in
     for (task, seed), group_reports in zip(plans, reports):
         entries = [replace(entry) for entry, _ in subjects[task.name]]      # in the order they are declared
         for index, report in zip(orders[task.name], group_reports):
-            _score(entries[index], report)
+            score_entry(entries[index], report)
         found = found_by_task[task.name]
         audits[(task.name, seed)] = TaskAudit(task.name, entries + [replace(e) for e in found.equivalent], rules_of(task),
                                               found.operators_generated, found.stale_equivalents)
@@ -214,7 +217,8 @@ def _subjects(task: Task, scratch: Path, operators: OperatorSample | None) -> _S
     return found
 
 
-def _score(entry: AuditEntry, report) -> None:
+def score_entry(entry: AuditEntry, report) -> None:
+    """What `report` (the grading of `entry`'s tree) says of the entry: its points, lost tests and why."""
     result = report.task(entry.task)
     entry.problems = list(report.problems) + ([] if result else ["no result for the task"])
     if not result:
@@ -222,6 +226,12 @@ def _score(entry: AuditEntry, report) -> None:
     entry.points, entry.max_points = result.points, result.max_points
     entry.failing_concepts = sorted({t.concept for t in result.tests if t.lost and t.concept})
     entry.failing_tests = [t.id for t in result.tests if t.lost]
+    entry.lost_because = {t.id.rpartition("::")[2]: _first_line(t.feedback) for t in result.tests if t.lost}
+
+
+def _first_line(feedback: str, limit: int = 200) -> str:
+    line = next((line.strip() for line in feedback.splitlines() if line.strip()), "no feedback")
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 @dataclass
