@@ -36,8 +36,7 @@ class AuditEntry:
     points: float = 0.0
     max_points: float = 0.0
     failing_concepts: list[str] = field(default_factory=list)
-    failing_tests: list[str] = field(default_factory=list)
-    lost_because: dict[str, str] = field(default_factory=dict)     # a lost test's name -> its feedback's first line
+    failing_tests: dict[str, str] = field(default_factory=dict)    # each lost test's id -> its feedback's first line
     problems: list[str] = field(default_factory=list)
     equivalent: str | None = None   # an operator mutant declared equivalent: why (it is not graded)
 
@@ -74,7 +73,8 @@ class AuditEntry:
             return "scores 0" if self.ok else "stub earns points"
         if self.ok:
             return "full marks"
-        return "FALSE REJECT: lost " + ("; ".join(f"{test} ({why})" for test, why in self.lost_because.items()) or "points")
+        lost = "; ".join(f"{test.rpartition('::')[2]} ({why})" for test, why in self.failing_tests.items())
+        return f"FALSE REJECT: lost {lost or 'points'}"
 
 
 @dataclass
@@ -225,8 +225,7 @@ def score_entry(entry: AuditEntry, report) -> None:
         return
     entry.points, entry.max_points = result.points, result.max_points
     entry.failing_concepts = sorted({t.concept for t in result.tests if t.lost and t.concept})
-    entry.failing_tests = [t.id for t in result.tests if t.lost]
-    entry.lost_because = {t.id.rpartition("::")[2]: _first_line(t.feedback) for t in result.tests if t.lost}
+    entry.failing_tests = {t.id: _first_line(t.feedback) for t in result.tests if t.lost}
 
 
 def _first_line(feedback: str, limit: int = 200) -> str:
